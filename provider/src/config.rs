@@ -1,0 +1,75 @@
+//! Endpoint configuration: every tunable the engine has, with its unit.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+
+/// What kind of libfabric endpoint the engine serves.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum EpMode {
+    /// `FI_EP_RDM`: reliable messages of any size, tag matching, send-order matching.
+    Rdm,
+    /// `FI_EP_DGRAM`: the SRD layer itself, datagrams of at most one packet's payload,
+    /// delivered reliably, exactly once, in any order.
+    Dgram,
+}
+
+/// Configuration of one endpoint's engine.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// RDM or DGRAM semantics.
+    pub mode: EpMode,
+    /// The endpoint's own address: IP and main UDP port (the port of path 0,
+    /// the one socket that receives). Peers know us by this address.
+    pub local: SocketAddr,
+    /// Incarnation nonce carried in every header. Larger means newer: the
+    /// driver derives it from wall-clock milliseconds plus random bits, so a
+    /// restarted process on the same address has a larger epoch. Never 0.
+    pub epoch: u32,
+    /// Seed for every random choice the engine makes (path picks, jitter).
+    pub seed: u64,
+    /// Number of entropy values (UDP source ports, one socket each) = paths
+    /// per peer, 1..=64. Path `i` is sent from socket `i`; socket 0 is the main one.
+    pub paths: u8,
+    /// Largest UDP payload we send, in bytes (interface MTU minus IP/UDP headers).
+    pub max_datagram: usize,
+    /// A peer that acknowledges nothing for this long is declared unreachable and
+    /// every datagram outstanding to it fails back with an error.
+    pub unreachable_timeout: Duration,
+    /// Longest time the receiver holds back an acknowledgement to batch it.
+    pub ack_delay: Duration,
+    /// Acknowledge at once after this many unacknowledged data packets.
+    pub ack_every: u32,
+    /// Lower bound of the retransmission timer.
+    pub min_rto: Duration,
+    /// Upper bound of the retransmission timer after backoff.
+    pub max_rto: Duration,
+    /// Initial congestion window, in packets.
+    pub initial_window: u32,
+    /// Most bytes of unexpected (not yet matched) message data held per endpoint;
+    /// past it senders are held back (nothing is dropped).
+    pub max_unexpected_bytes: usize,
+    /// Messages up to this size go eagerly; larger use rendezvous (message layer).
+    pub eager_limit: usize,
+}
+
+impl Config {
+    /// Defaults suited to a LAN / loopback, for an endpoint at `local`.
+    pub fn new(mode: EpMode, local: SocketAddr) -> Self {
+        Config {
+            mode,
+            local,
+            epoch: 1,
+            seed: 0x5eed,
+            paths: 8,
+            max_datagram: 1472,
+            unreachable_timeout: Duration::from_secs(30),
+            ack_delay: Duration::from_micros(50),
+            ack_every: 16,
+            min_rto: Duration::from_millis(2),
+            max_rto: Duration::from_secs(1),
+            initial_window: 64,
+            max_unexpected_bytes: 64 << 20,
+            eager_limit: 64 << 10,
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The SRD contract as the message layer sees it: reliable, exactly-once,
+//! unordered datagrams of at most `max_payload` bytes to numbered peers.
+
+/// A peer (remote endpoint) known to this engine; an index into its peer table.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerId(pub u32);
+
+/// Why a datagram could not be queued.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// No room now (window, credits or buffers); try again after progress.
+    WouldBlock,
+    /// Payload larger than `max_payload`.
+    TooLarge,
+    /// The peer is unknown or was declared unreachable.
+    BadPeer,
+}
+
+/// Why an outstanding datagram failed back to its sender.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    /// Nothing acknowledged for `unreachable_timeout`.
+    Unreachable,
+    /// The peer restarted (new epoch): the incarnation we sent to is gone.
+    PeerRestarted,
+}
+
+/// What the SRD core reports to the layer above.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DgramEvent {
+    /// The datagram queued with `token` was acknowledged by `peer`.
+    Acked { peer: PeerId, token: u64 },
+    /// The datagram queued with `token` will never be delivered.
+    Failed { peer: PeerId, token: u64, reason: FailReason },
+    /// `peer` restarted with a new epoch: its receive state was reset.
+    PeerRestarted { peer: PeerId },
+}
+
+/// A reliable, unordered datagram service (the SRD core implements it; the
+/// message layer's tests use an in-memory fake).
+pub trait Datagrams {
+    /// Largest payload of one datagram, in bytes.
+    fn max_payload(&self) -> usize;
+
+    /// True when `send` to `peer` would be accepted now.
+    fn can_send(&self, peer: PeerId) -> bool;
+
+    /// Queue one datagram of `len` bytes for `peer`. `fill` is called once with
+    /// a buffer of exactly `len` bytes to write the payload into. `token` comes
+    /// back in the `Acked` / `Failed` event of this datagram.
+    fn send(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), SendError>;
+}

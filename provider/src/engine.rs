@@ -1,0 +1,121 @@
+//! The engine facade the FFI driver runs: one endpoint's SRD core and message
+//! layer glued together behind `handle_*` / `poll_*` calls.
+
+use core::net::SocketAddr;
+
+use crate::buf::UserBuf;
+use crate::config::Config;
+use crate::dgram::PeerId;
+use crate::msg::{Completion, MsgLayer, OpError, RecvOp, SendOp};
+use crate::srd::{Srd, SrdStats, Transmit};
+use crate::time::Instant;
+
+/// One endpoint's protocol state.
+pub struct Engine<B: UserBuf> {
+    cfg: Config,
+    srd: Srd,
+    msg: MsgLayer<B>,
+}
+
+impl<B: UserBuf> Engine<B> {
+    /// An engine for the endpoint described by `cfg`.
+    pub fn new(cfg: Config) -> Self {
+        let srd = Srd::new(&cfg);
+        let msg = MsgLayer::new(&cfg);
+        Engine { cfg, srd, msg }
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Largest message `post_send` accepts, in bytes.
+    pub fn max_msg_size(&self) -> usize {
+        self.msg.max_msg_size()
+    }
+
+    /// The peer at `addr` (main IP and port), created if new.
+    pub fn peer(&mut self, addr: SocketAddr) -> PeerId {
+        self.srd.peer(addr)
+    }
+
+    /// The main address of `peer`.
+    pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
+        self.srd.peer_addr(peer)
+    }
+
+    /// Post a send; its packets become available from `poll_transmit`.
+    pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
+        self.msg.post_send(op)?;
+        self.msg.pump(&mut self.srd);
+        Ok(())
+    }
+
+    /// Post a receive (may complete at once from the unexpected queue).
+    pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
+        self.msg.post_recv(op)?;
+        // Matching an unexpected rendezvous message may queue control traffic.
+        self.msg.pump(&mut self.srd);
+        Ok(())
+    }
+
+    /// Cancel a posted operation by context; true if one was found.
+    pub fn cancel(&mut self, context: u64) -> bool {
+        self.msg.cancel(context)
+    }
+
+    /// Set the minimum free space of multi-recv buffers, bytes.
+    pub fn set_min_multi_recv(&mut self, bytes: usize) {
+        self.msg.set_min_multi_recv(bytes);
+    }
+
+    /// A UDP datagram arrived from `from` (source IP and port).
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        if let Some((peer, payload)) = self.srd.handle_datagram(now, from, data) {
+            self.msg.handle_payload(peer, payload);
+        }
+        self.after_input();
+    }
+
+    /// Run the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.srd.handle_timeout(now);
+        self.after_input();
+    }
+
+    /// Pass SRD reports up and refill the SRD send queues from pending messages.
+    fn after_input(&mut self) {
+        while let Some(ev) = self.srd.poll_event() {
+            self.msg.handle_event(ev);
+        }
+        self.msg.pump(&mut self.srd);
+    }
+
+    /// The next packet to send, written into `buf` (at least `max_datagram` bytes).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(t) = self.srd.poll_transmit(now, buf) {
+            return Some(t);
+        }
+        if self.msg.has_pending_sends() {
+            self.msg.pump(&mut self.srd);
+            return self.srd.poll_transmit(now, buf);
+        }
+        None
+    }
+
+    /// When `handle_timeout` must next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.srd.poll_timeout()
+    }
+
+    /// The next finished operation.
+    pub fn poll_completion(&mut self) -> Option<Completion<B>> {
+        self.msg.poll_completion()
+    }
+
+    /// SRD counters (packets, retransmissions, drops, per-path figures).
+    pub fn srd_stats(&self) -> &SrdStats {
+        self.srd.stats()
+    }
+}

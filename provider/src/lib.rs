@@ -1,0 +1,31 @@
+//! spray engine: the sans-IO heart of the spray libfabric provider.
+//!
+//! Layers, bottom up (see `DESIGN.md` and `PROTOCOL.md`):
+//! - [`wire`]: Packet/Repr views of every header on the wire;
+//! - [`srd`]: the per-peer reliable, exactly-once, unordered, multipath
+//!   datagram core (paths, loss recovery, congestion control, credits);
+//! - [`msg`]: RDM message semantics above it (matching, send-order matching,
+//!   segmentation, completions);
+//! - [`engine`]: the facade the FFI driver runs: one endpoint's SRD + message layer;
+//! - [`sim`]: a deterministic, seeded network simulator for tests.
+//!
+//! Nothing here reads a clock, opens a socket or uses `unsafe`: time comes
+//! in as [`time::Instant`] arguments and randomness from a seeded [`rng::Rng`].
+#![forbid(unsafe_code)]
+
+pub mod buf;
+pub mod config;
+pub mod dgram;
+pub mod engine;
+pub mod msg;
+pub mod rng;
+pub mod sim;
+pub mod srd;
+pub mod time;
+pub mod wire;
+
+pub use buf::UserBuf;
+pub use config::{Config, EpMode};
+pub use dgram::{Datagrams, PeerId};
+pub use engine::Engine;
+pub use time::Instant;

@@ -1,0 +1,1 @@
+//! Message-layer header inside an SRD payload: Packet/Repr view (layout in `PROTOCOL.md`).

@@ -1,0 +1,1 @@
+//! SRD packet header: Packet/Repr view (layout in `PROTOCOL.md`).
