@@ -72,7 +72,13 @@ impl<B: UserBuf> Engine<B> {
 
     /// A UDP datagram arrived from `from` (source IP and port).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        if let Some((peer, payload)) = self.srd.handle_datagram(now, from, data) {
+        let delivered = self.srd.handle_datagram(now, from, data);
+        // Reports first: a packet that reveals a peer restart must reset that
+        // peer's message state before its payload is matched.
+        while let Some(ev) = self.srd.poll_event() {
+            self.msg.handle_event(ev);
+        }
+        if let Some((peer, payload)) = delivered {
             self.msg.handle_payload(peer, payload);
         }
         self.after_input();
