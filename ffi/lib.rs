@@ -1,1 +1,38 @@
 //! spray-fi: the cdylib libfabric dlopens. All `unsafe` of the project lives here.
+//!
+//! `fi_prov_ini` (in [`prov`]) hands libfabric our provider; [`getinfo`] answers
+//! queries; one module per fabric class implements the objects; [`io`] is the
+//! UDP driver under the sans-IO engine; [`obj`] is the one place that casts
+//! C pointers to objects; [`guard`] keeps panics from crossing into C.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![allow(clippy::missing_safety_doc)]
+
+pub mod addr;
+pub mod av;
+pub mod cntr;
+pub mod consts;
+pub mod cq;
+pub mod domain;
+pub mod ep;
+pub mod ep_msg;
+pub mod ep_ops;
+pub mod ep_state;
+pub mod ep_tagged;
+pub mod eq;
+pub mod fabric;
+pub mod getinfo;
+pub mod guard;
+pub mod iface;
+pub mod io;
+pub mod limits;
+pub mod log;
+pub mod mr;
+pub mod nosys;
+pub mod obj;
+pub mod params;
+pub mod prov;
+pub mod refs;
+pub mod sys;
+pub mod wait;
+
+pub use prov::fi_prov_ini;

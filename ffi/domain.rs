@@ -1,0 +1,166 @@
+//! The domain object: opens AVs, CQs, counters, endpoints and memory regions.
+
+use std::os::raw::{c_int, c_void};
+
+use crate::consts::err;
+use crate::consts::*;
+use crate::fabric::Fabric;
+use crate::obj::{self, FiObject};
+use crate::refs::Refs;
+use crate::{av, cntr, cq, ep, guard, mr, nosys, sys};
+
+/// `struct fid_domain` plus our state.
+#[repr(C)]
+pub struct Domain {
+    fid: sys::fid_domain,
+    fabric: *const Fabric,
+    /// Objects opened from this domain (AVs, CQs, counters, endpoints, MRs).
+    pub refs: Refs,
+    /// API version of the fabric.
+    pub api_version: u32,
+    /// AV type from the info it was opened with.
+    pub av_type: u32,
+}
+
+static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
+static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
+    size: std::mem::size_of::<sys::fi_ops_domain>(),
+    av_open: Some(av::av_open),
+    cq_open: Some(cq::cq_open),
+    endpoint: Some(ep::endpoint_open),
+    scalable_ep: Some(scalable_ep),
+    cntr_open: Some(cntr::cntr_open),
+    poll_open: Some(poll_open),
+    stx_ctx: Some(stx_ctx),
+    srx_ctx: Some(srx_ctx),
+    query_atomic: Some(query_atomic),
+    query_collective: Some(query_collective),
+    endpoint2: Some(ep::endpoint_open2),
+};
+
+// SAFETY: repr(C), fid_domain first, FI_OPS set by open.
+unsafe impl FiObject for Domain {
+    const FCLASS: u32 = sys::FI_CLASS_DOMAIN;
+    fn fid_ops() -> *const sys::fi_ops {
+        &FI_OPS
+    }
+}
+
+/// `fi_domain`.
+pub unsafe extern "C" fn domain_open(
+    fabric: *mut sys::fid_fabric,
+    info: *mut sys::fi_info,
+    dom: *mut *mut sys::fid_domain,
+    context: *mut c_void,
+) -> c_int {
+    guard::int(|| {
+        // SAFETY: fabric comes from the application; get validates it.
+        let Some(f) = (unsafe { obj::get::<Fabric>(obj::fid_of(fabric)) }) else { return err::EINVAL };
+        if dom.is_null() || info.is_null() {
+            return err::EINVAL;
+        }
+        // SAFETY: info is a valid fi_info (non-null checked); domain_attr NULL or valid.
+        let av_type = unsafe { (*info).domain_attr.as_ref() }.map_or(FI_AV_TABLE, |d| d.av_type);
+        let d = Domain {
+            fid: sys::fid_domain {
+                fid: sys::fid { fclass: sys::FI_CLASS_DOMAIN as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                ops: obj::ops_ptr(&OPS),
+                mr: obj::ops_ptr(&mr::MR_OPS),
+            },
+            fabric: f,
+            refs: Refs::default(),
+            api_version: f.api_version,
+            av_type,
+        };
+        f.refs.inc();
+        // SAFETY: dom is a valid out-pointer.
+        unsafe { *dom = obj::into_c(d) };
+        0
+    })
+}
+
+/// `fi_domain2`: no flags are supported.
+pub unsafe extern "C" fn domain_open2(
+    fabric: *mut sys::fid_fabric,
+    info: *mut sys::fi_info,
+    dom: *mut *mut sys::fid_domain,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    if flags != 0 {
+        return err::ENOSYS;
+    }
+    // SAFETY: same contract as fi_domain.
+    unsafe { domain_open(fabric, info, dom, context) }
+}
+
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        match unsafe { obj::get::<Domain>(fid) } {
+            None => err::EINVAL,
+            Some(d) if d.refs.busy() => err::EBUSY,
+            Some(d) => {
+                // SAFETY: the fabric outlives its domains (its refs count this one).
+                unsafe { (*d.fabric).refs.dec() };
+                // SAFETY: validated above; C stops using it now.
+                drop(unsafe { obj::take::<Domain>(fid) });
+                0
+            }
+        }
+    })
+}
+
+/// The domain behind a `fid_domain` pointer.
+///
+/// # Safety
+/// `d` is NULL or a live fid.
+pub unsafe fn get<'a>(d: *mut sys::fid_domain) -> Option<&'a Domain> {
+    // SAFETY: forwarded contract.
+    unsafe { obj::get::<Domain>(obj::fid_of(d)) }
+}
+
+unsafe extern "C" fn scalable_ep(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_info,
+    _: *mut *mut sys::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+unsafe extern "C" fn poll_open(_: *mut sys::fid_domain, _: *mut sys::fi_poll_attr, _: *mut *mut sys::fid_poll) -> c_int {
+    err::ENOSYS
+}
+unsafe extern "C" fn stx_ctx(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_tx_attr,
+    _: *mut *mut sys::fid_stx,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+unsafe extern "C" fn srx_ctx(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_rx_attr,
+    _: *mut *mut sys::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+unsafe extern "C" fn query_atomic(
+    _: *mut sys::fid_domain,
+    _: sys::fi_datatype,
+    _: sys::fi_op,
+    _: *mut sys::fi_atomic_attr,
+    _: u64,
+) -> c_int {
+    err::ENOSYS
+}
+unsafe extern "C" fn query_collective(
+    _: *mut sys::fid_domain,
+    _: sys::fi_collective_op,
+    _: *mut sys::fi_collective_attr,
+    _: u64,
+) -> c_int {
+    err::ENOSYS
+}

@@ -1,0 +1,302 @@
+//! Endpoints: open/close, binding CQs/counters/AV/EQ, enable, and the shared
+//! core that CQ and counter reads progress.
+
+use std::net::SocketAddrV4;
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::consts::*;
+use crate::domain::{self, Domain};
+use crate::ep_state::{EpSetup, EpState};
+use crate::obj::{self, FiObject};
+use crate::{addr, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, getinfo, guard, iface, limits, nosys, params, sys};
+
+/// The part of an endpoint CQs and counters hold on to (to progress it).
+pub struct EpCore {
+    /// Everything, behind one lock (FI_THREAD_SAFE).
+    pub state: Mutex<EpState>,
+}
+
+impl EpCore {
+    /// Make progress (receive, timers, transmit, completions).
+    pub fn progress(&self) {
+        // Another thread progressing the same endpoint does our work too.
+        if let Some(mut st) = self.state.try_lock() {
+            st.progress();
+        }
+    }
+    /// Socket to sleep on.
+    pub fn rx_fd(&self) -> Option<i32> {
+        self.state.lock().rx_fd()
+    }
+    /// When its engine next needs a timer run, ns.
+    pub fn next_timer_ns(&self) -> Option<u64> {
+        self.state.lock().next_timer_ns()
+    }
+}
+
+/// `struct fid_ep` plus our state.
+#[repr(C)]
+pub struct Ep {
+    fid: sys::fid_ep,
+    domain: *const Domain,
+    /// Shared with bound CQs and counters.
+    pub core: Arc<EpCore>,
+}
+
+static FI_OPS: sys::fi_ops = nosys::fid_ops(close, Some(bind), Some(control));
+
+// SAFETY: repr(C), fid_ep first, FI_OPS set by endpoint_open.
+unsafe impl FiObject for Ep {
+    const FCLASS: u32 = sys::FI_CLASS_EP;
+    fn fid_ops() -> *const sys::fi_ops {
+        &FI_OPS
+    }
+}
+
+/// The endpoint behind a `fid_ep` / `fid` pointer.
+///
+/// # Safety
+/// `p` NULL or live.
+pub unsafe fn get<'a, F>(p: *mut F) -> Option<&'a Ep> {
+    // SAFETY: forwarded.
+    unsafe { obj::get::<Ep>(obj::fid_of(p)) }
+}
+
+/// Run `f` on the locked state of endpoint `ep` (EINVAL if not ours).
+pub fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> isize) -> isize {
+    guard::ssize(|| {
+        // SAFETY: ep from the application; validated by get.
+        match unsafe { get(ep) } {
+            Some(e) => f(&mut e.core.state.lock()),
+            None => err::EINVAL as isize,
+        }
+    })
+}
+
+/// `fi_endpoint`.
+pub unsafe extern "C" fn endpoint_open(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    guard::int(|| {
+        // SAFETY: domain from the application; validated by get.
+        let Some(d) = (unsafe { domain::get(domain) }) else { return err::EINVAL };
+        if ep.is_null() || info.is_null() {
+            return err::EINVAL;
+        }
+        // SAFETY: info is a valid fi_info; its sub-attributes NULL or valid.
+        let i = unsafe { &*info };
+        // SAFETY: as above.
+        let (ep_attr, tx, rx) = unsafe { (i.ep_attr.as_ref(), i.tx_attr.as_ref(), i.rx_attr.as_ref()) };
+        let ep_type = ep_attr.map_or(FI_EP_RDM, |a| a.type_);
+        if ep_type != FI_EP_RDM && ep_type != FI_EP_DGRAM {
+            return err::EINVAL;
+        }
+        // SAFETY: src_addr NULL or src_addrlen bytes.
+        let given = unsafe { addr::read_sockaddr_in(i.src_addr, i.src_addrlen) };
+        let chosen = iface::choose();
+        let default_port = params::int_or("port", 0, 0, 65535) as u16;
+        let at = match given {
+            Some(a) if !a.ip().is_unspecified() => a,
+            Some(a) => SocketAddrV4::new(chosen.ip, a.port()),
+            None => SocketAddrV4::new(chosen.ip, default_port),
+        };
+        let nic = if *at.ip() == chosen.ip { Some(chosen) } else { iface::owning(*at.ip()) };
+        let Some(nic) = nic else { return err::EADDRNOTAVAIL };
+        let max_datagram = iface::max_datagram(&nic);
+        let lim = limits::for_datagram(max_datagram);
+        let paths = params::int_or("paths", 8, 1, 64) as usize;
+        let sockbuf = params::get_size("sockbuf").unwrap_or(16 << 20);
+        let search = at.port() == default_port;
+        let socks = match crate::io::sock::open(at, search, paths, sockbuf) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let max_msg = if ep_type == FI_EP_DGRAM { lim.dgram_max_msg } else { lim.rdm_max_msg };
+        let setup = EpSetup {
+            ep_type,
+            tx_flags: tx.map_or(0, |t| t.op_flags),
+            rx_flags: rx.map_or(0, |r| r.op_flags),
+            max_datagram,
+            inject_size: lim.inject_size.min(max_msg),
+        };
+        let core = Arc::new(EpCore { state: Mutex::new(EpState::new(setup, socks)) });
+        let obj = Ep {
+            fid: sys::fid_ep {
+                fid: sys::fid { fclass: sys::FI_CLASS_EP as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                ops: obj::ops_ptr(&ep_ops::EP_OPS),
+                cm: obj::ops_ptr(&ep_ops::CM_OPS),
+                msg: obj::ops_ptr(&ep_msg::MSG_OPS),
+                rma: obj::ops_ptr(&nosys::RMA),
+                tagged: obj::ops_ptr(&ep_tagged::TAGGED_OPS),
+                atomic: obj::ops_ptr(&nosys::ATOMIC),
+                collective: obj::ops_ptr(&nosys::COLLECTIVE),
+            },
+            domain: d,
+            core,
+        };
+        d.refs.inc();
+        // SAFETY: ep is a valid out-pointer.
+        unsafe { *ep = obj::into_c(obj) };
+        0
+    })
+}
+
+/// `fi_endpoint2`: no flags supported.
+pub unsafe extern "C" fn endpoint_open2(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep: *mut *mut sys::fid_ep,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    if flags != 0 {
+        return err::ENOSYS;
+    }
+    // SAFETY: same contract as fi_endpoint.
+    unsafe { endpoint_open(domain, info, ep, context) }
+}
+
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; take validates it.
+        let Some(e) = (unsafe { obj::take::<Ep>(fid) }) else { return err::EINVAL };
+        // Take the bindings out under the lock, then detach without holding it
+        // (CQ readers lock their endpoint list first, then an endpoint).
+        let (cqs, cntrs, av, eq) = {
+            let mut st = e.core.state.lock();
+            let mut cntrs: Vec<_> = st.other_cntrs.drain(..).collect();
+            cntrs.extend(st.tx_cntr.take());
+            cntrs.extend(st.rx_cntr.take());
+            let cqs: Vec<_> = st.tx_cq.take().into_iter().chain(st.rx_cq.take()).collect();
+            (cqs, cntrs, st.av.take(), st.eq.take())
+        };
+        for c in cqs {
+            c.detach(&e.core);
+            c.bound.dec();
+        }
+        for c in cntrs {
+            c.detach(&e.core);
+            c.bound.dec();
+        }
+        if let Some(a) = av {
+            a.bound.dec();
+        }
+        if let Some(q) = eq {
+            q.bound.dec();
+        }
+        // SAFETY: the domain outlives its endpoints (its refs count this one).
+        unsafe { (*e.domain).refs.dec() };
+        0
+    })
+}
+
+unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        let Some(e) = (unsafe { get(fid) }) else { return err::EINVAL };
+        // SAFETY: bfid from the application; each get validates its own class.
+        if let Some(c) = unsafe { cq::get(bfid) } {
+            if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
+                return err::EINVAL;
+            }
+            let mut st = e.core.state.lock();
+            if flags & FI_TRANSMIT != 0 {
+                if st.tx_cq.is_some() {
+                    return err::EINVAL;
+                }
+                st.tx_cq = Some(c.core.clone());
+                st.tx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                c.core.bound.inc();
+            }
+            if flags & FI_RECV != 0 {
+                if st.rx_cq.is_some() {
+                    return err::EINVAL;
+                }
+                st.rx_cq = Some(c.core.clone());
+                st.rx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                c.core.bound.inc();
+            }
+            drop(st);
+            c.core.attach(&e.core);
+            return 0;
+        }
+        // SAFETY: as above.
+        if let Some(c) = unsafe { cntr::get(bfid) } {
+            let mut st = e.core.state.lock();
+            if flags & FI_SEND != 0 {
+                st.tx_cntr = Some(c.core.clone());
+                c.core.bound.inc();
+            }
+            if flags & FI_RECV != 0 {
+                st.rx_cntr = Some(c.core.clone());
+                c.core.bound.inc();
+            }
+            if flags & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
+                // No RMA: these never count, but the binding is legal (MPICH makes it).
+                st.other_cntrs.push(c.core.clone());
+                c.core.bound.inc();
+            }
+            drop(st);
+            c.core.attach(&e.core);
+            return 0;
+        }
+        // SAFETY: as above.
+        if let Some(a) = unsafe { av::get(bfid) } {
+            let mut st = e.core.state.lock();
+            if st.av.is_some() {
+                return err::EINVAL;
+            }
+            st.av = Some(a.core.clone());
+            a.core.bound.inc();
+            return 0;
+        }
+        // SAFETY: as above.
+        if let Some(q) = unsafe { eq::get(bfid) } {
+            let mut st = e.core.state.lock();
+            if st.eq.is_none() {
+                st.eq = Some(q.core.clone());
+                q.core.bound.inc();
+            }
+            return 0;
+        }
+        err::EINVAL
+    })
+}
+
+unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        let Some(e) = (unsafe { get(fid) }) else { return err::EINVAL };
+        let mut st = e.core.state.lock();
+        match command as u32 {
+            sys::FI_ENABLE => match st.enable() {
+                Ok(()) => 0,
+                Err(e) => e as c_int,
+            },
+            sys::FI_GETOPSFLAG | sys::FI_SETOPSFLAG => {
+                if arg.is_null() {
+                    return err::EINVAL;
+                }
+                // SAFETY: for these commands arg points to a u64 of flags.
+                let f = unsafe { &mut *(arg as *mut u64) };
+                let recv = *f & FI_RECV != 0;
+                if command as u32 == sys::FI_GETOPSFLAG {
+                    *f = *st.op_flags(recv);
+                } else {
+                    *st.op_flags(recv) = *f & !(FI_TRANSMIT | FI_RECV);
+                }
+                0
+            }
+            _ => err::ENOSYS,
+        }
+    })
+}
+
+/// Re-exported so getinfo and the ops agree on limits.
+pub use getinfo::IOV_LIMIT;

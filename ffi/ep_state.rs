@@ -1,0 +1,455 @@
+//! An endpoint's state behind its lock: the engine, the I/O driver, bindings,
+//! address translation, posting operations and turning completions into CQ
+//! entries and counter increments.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use spray::msg::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
+use spray::{Config, Engine, EpMode, PeerId, UserBuf};
+
+use crate::av::AvCore;
+use crate::cntr::CntrCore;
+use crate::consts::*;
+use crate::cq::{CqCore, Entry, ErrEntry};
+use crate::eq::EqCore;
+use crate::io::buf::FfiBuf;
+use crate::io::clock;
+use crate::io::driver::Io;
+use crate::io::sock::Sockets;
+use crate::{log, params};
+
+/// Rounds of `recvmmsg` per progress call (bounds the time one call takes).
+const RX_ROUNDS: usize = 4;
+/// Largest fi_addr kept in the direct-indexed translation cache.
+const CACHE_MAX: u64 = 1 << 20;
+
+/// What an endpoint was opened with.
+pub struct EpSetup {
+    /// `FI_EP_RDM` or `FI_EP_DGRAM`.
+    pub ep_type: u32,
+    /// Default op flags of sends / receives (from tx_attr / rx_attr).
+    pub tx_flags: u64,
+    /// See `tx_flags`.
+    pub rx_flags: u64,
+    /// Largest UDP payload, bytes.
+    pub max_datagram: usize,
+    /// Largest inject, bytes.
+    pub inject_size: usize,
+}
+
+/// The engine and its driver, once the endpoint is enabled.
+struct Running {
+    engine: Engine<FfiBuf>,
+    io: Io,
+}
+
+/// Everything an endpoint owns.
+pub struct EpState {
+    setup: EpSetup,
+    /// Address of socket 0 (`fi_getname`).
+    pub local: SocketAddrV4,
+    socks: Option<Sockets>,
+    run: Option<Running>,
+    /// Bound completion queues: transmit, receive.
+    pub tx_cq: Option<Arc<CqCore>>,
+    /// See `tx_cq`.
+    pub rx_cq: Option<Arc<CqCore>>,
+    /// Bound counters: sends, receives.
+    pub tx_cntr: Option<Arc<CntrCore>>,
+    /// See `tx_cntr`.
+    pub rx_cntr: Option<Arc<CntrCore>>,
+    /// Counters bound for events we never raise (FI_READ/FI_WRITE/...): kept for refcounts.
+    pub other_cntrs: Vec<Arc<CntrCore>>,
+    /// Bound AV.
+    pub av: Option<Arc<AvCore>>,
+    /// Bound EQ.
+    pub eq: Option<Arc<EqCore>>,
+    /// FI_SELECTIVE_COMPLETION on the transmit / receive CQ.
+    pub tx_selective: bool,
+    /// See `tx_selective`.
+    pub rx_selective: bool,
+    cache_gen: u64,
+    to_peer: Vec<Option<PeerId>>,
+    to_fi_addr: HashMap<PeerId, u64>,
+    multi_bases: HashMap<u64, usize>,
+    inject_pool: Vec<Vec<u8>>,
+    min_multi_recv: Option<usize>,
+}
+
+/// A negative FI_E* code.
+pub type Errno = isize;
+
+impl EpState {
+    /// State for an endpoint whose sockets are open but not yet enabled.
+    pub fn new(setup: EpSetup, socks: Sockets) -> EpState {
+        EpState {
+            local: socks.local,
+            setup,
+            socks: Some(socks),
+            run: None,
+            tx_cq: None,
+            rx_cq: None,
+            tx_cntr: None,
+            rx_cntr: None,
+            other_cntrs: Vec::new(),
+            av: None,
+            eq: None,
+            tx_selective: false,
+            rx_selective: false,
+            cache_gen: 0,
+            to_peer: Vec::new(),
+            to_fi_addr: HashMap::new(),
+            multi_bases: HashMap::new(),
+            inject_pool: Vec::new(),
+            min_multi_recv: None,
+        }
+    }
+
+    /// True once enabled.
+    pub fn enabled(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// Default op flags (FI_TRANSMIT / FI_RECV selects which).
+    pub fn op_flags(&mut self, recv: bool) -> &mut u64 {
+        if recv {
+            &mut self.setup.rx_flags
+        } else {
+            &mut self.setup.tx_flags
+        }
+    }
+
+    /// The receiving socket, once enabled.
+    pub fn rx_fd(&self) -> Option<i32> {
+        self.run.as_ref().map(|r| r.io.rx_fd())
+    }
+
+    /// When the engine next needs a timer run, ns.
+    pub fn next_timer_ns(&self) -> Option<u64> {
+        self.run.as_ref()?.engine.poll_timeout().map(|t| t.as_nanos())
+    }
+
+    /// Rebind before enable (`fi_setname`).
+    pub fn set_local(&mut self, socks: Sockets) -> Result<(), Errno> {
+        if self.run.is_some() {
+            return Err(err::EOPBADSTATE as isize);
+        }
+        self.local = socks.local;
+        self.socks = Some(socks);
+        Ok(())
+    }
+
+    /// `FI_OPT_MIN_MULTI_RECV`.
+    pub fn set_min_multi_recv(&mut self, bytes: usize) {
+        self.min_multi_recv = Some(bytes);
+        if let Some(r) = &mut self.run {
+            r.engine.set_min_multi_recv(bytes);
+        }
+    }
+    /// Current `FI_OPT_MIN_MULTI_RECV` (0 = the engine's default).
+    pub fn min_multi_recv(&self) -> usize {
+        self.min_multi_recv.unwrap_or(0)
+    }
+
+    /// `FI_ENABLE`: build the engine over the sockets.
+    pub fn enable(&mut self) -> Result<(), Errno> {
+        if self.run.is_some() {
+            return Ok(());
+        }
+        let Some(socks) = self.socks.take() else { return Err(err::EOPBADSTATE as isize) };
+        let mode = if self.setup.ep_type == FI_EP_DGRAM { EpMode::Dgram } else { EpMode::Rdm };
+        let cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
+        log::info(&format!(
+            "endpoint {} ({:?}): {} paths, max datagram {} B, epoch {:#x}",
+            socks.local, mode, cfg.paths, cfg.max_datagram, cfg.epoch
+        ));
+        let mut engine = Engine::new(cfg);
+        if let Some(m) = self.min_multi_recv {
+            engine.set_min_multi_recv(m);
+        }
+        let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
+        let io = Io::new(socks.fds, self.setup.max_datagram, batch);
+        self.run = Some(Running { engine, io });
+        Ok(())
+    }
+
+    /// Drop cached translations when the AV removed entries.
+    fn check_cache(&mut self) {
+        let gen = self.av.as_ref().map_or(0, |a| a.generation());
+        if gen != self.cache_gen {
+            self.to_peer.clear();
+            self.to_fi_addr.clear();
+            self.cache_gen = gen;
+        }
+    }
+
+    /// The engine peer of `fi_addr`.
+    fn peer_of(&mut self, fi_addr: u64) -> Result<PeerId, Errno> {
+        self.check_cache();
+        if let Some(Some(p)) = usize::try_from(fi_addr).ok().and_then(|i| self.to_peer.get(i)) {
+            return Ok(*p);
+        }
+        let av = self.av.as_ref().ok_or(err::EINVAL as isize)?;
+        let sa = av.addr_of(fi_addr).ok_or(err::EINVAL as isize)?;
+        let run = self.run.as_mut().ok_or(err::EOPBADSTATE as isize)?;
+        let p = run.engine.peer(SocketAddr::V4(sa));
+        if fi_addr < CACHE_MAX {
+            let i = fi_addr as usize;
+            if self.to_peer.len() <= i {
+                self.to_peer.resize(i + 1, None);
+            }
+            self.to_peer[i] = Some(p);
+        }
+        Ok(p)
+    }
+
+    /// The fi_addr of engine peer `p` (FI_SOURCE), `FI_ADDR_NOTAVAIL` if not in the AV.
+    fn fi_addr_of(&mut self, p: PeerId) -> u64 {
+        if let Some(a) = self.to_fi_addr.get(&p) {
+            return *a;
+        }
+        let Some(run) = &self.run else { return FI_ADDR_NOTAVAIL };
+        let Some(SocketAddr::V4(sa)) = run.engine.peer_addr(p) else { return FI_ADDR_NOTAVAIL };
+        match self.av.as_ref().and_then(|av| av.fi_addr_of(sa)) {
+            Some(a) => {
+                self.to_fi_addr.insert(p, a);
+                a
+            }
+            None => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    /// Post a send. `iov`/`count` describe the payload; `copy` takes a private copy
+    /// now (inject); `report` asks for a CQ entry.
+    ///
+    /// # Safety
+    /// `iov` points to `count` iovecs whose memory stays valid until completion
+    /// (only until return when `copy`).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn post_send(
+        &mut self,
+        iov: *const libc::iovec,
+        count: usize,
+        dest: u64,
+        tag: Option<u64>,
+        data: Option<u64>,
+        context: u64,
+        flags: u64,
+        report: bool,
+    ) -> Errno {
+        if self.run.is_none() {
+            return err::EOPBADSTATE as isize;
+        }
+        let peer = match self.peer_of(dest) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        // SAFETY: forwarded contract on iov/count.
+        let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else { return err::EINVAL as isize };
+        let buf = if flags & FI_INJECT != 0 {
+            if buf.len() > self.setup.inject_size {
+                return err::EMSGSIZE as isize;
+            }
+            let mut v = self.inject_pool.pop().unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
+            v.resize(buf.len(), 0);
+            buf.read_at(0, &mut v);
+            FfiBuf::Owned(v)
+        } else {
+            buf
+        };
+        let report = report && (!self.tx_selective || flags & FI_COMPLETION != 0);
+        let op = SendOp {
+            peer,
+            buf,
+            tag,
+            data,
+            context,
+            report,
+            delivery_complete: flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0,
+        };
+        let Some(run) = &mut self.run else { return err::EOPBADSTATE as isize };
+        let rc = run.engine.post_send(op);
+        self.progress();
+        op_result(rc)
+    }
+
+    /// Post a receive (`src` = `FI_ADDR_UNSPEC` for any sender).
+    ///
+    /// # Safety
+    /// As `post_send` (the memory stays valid and writable until completion).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn post_recv(
+        &mut self,
+        iov: *const libc::iovec,
+        count: usize,
+        src: u64,
+        tag: Option<(u64, u64)>,
+        context: u64,
+        flags: u64,
+    ) -> Errno {
+        if self.run.is_none() {
+            return err::EOPBADSTATE as isize;
+        }
+        let src = if src == FI_ADDR_UNSPEC {
+            None
+        } else {
+            match self.peer_of(src) {
+                Ok(p) => Some(p),
+                Err(e) => return e,
+            }
+        };
+        // SAFETY: forwarded contract on iov/count.
+        let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else { return err::EINVAL as isize };
+        let rflags = RecvFlags {
+            peek: flags & FI_PEEK != 0,
+            claim: flags & FI_CLAIM != 0,
+            discard: flags & FI_DISCARD != 0,
+            multi_recv: flags & FI_MULTI_RECV != 0 && tag.is_none(),
+        };
+        if rflags.multi_recv {
+            self.multi_bases.insert(context, buf.base() as usize);
+        }
+        let report = !self.rx_selective || flags & FI_COMPLETION != 0;
+        let op = RecvOp { src, buf, tag, context, flags: rflags, report };
+        let Some(run) = &mut self.run else { return err::EOPBADSTATE as isize };
+        let rc = run.engine.post_recv(op);
+        if rc.is_err() && rflags.multi_recv {
+            self.multi_bases.remove(&context);
+        }
+        self.progress();
+        op_result(rc)
+    }
+
+    /// `fi_cancel`: true if an operation with `context` was found.
+    pub fn cancel(&mut self, context: u64) -> bool {
+        let Some(run) = &mut self.run else { return false };
+        let found = run.engine.cancel(context);
+        self.progress();
+        found
+    }
+
+    /// Receive, run timers, transmit, and hand completions to CQs and counters.
+    pub fn progress(&mut self) {
+        let Some(run) = &mut self.run else { return };
+        let now = clock::now();
+        for _ in 0..RX_ROUNDS {
+            let engine = &mut run.engine;
+            let n = run.io.recv(|from, bytes| engine.handle_datagram(now, from, bytes));
+            if n == 0 {
+                break;
+            }
+        }
+        if run.engine.poll_timeout().is_some_and(|t| t <= now) {
+            run.engine.handle_timeout(now);
+        }
+        run.io.flush(&mut run.engine, now);
+        while let Some(c) = self.run.as_mut().and_then(|r| r.engine.poll_completion()) {
+            self.complete(c);
+        }
+    }
+
+    /// Turn one engine completion into a CQ entry / counter increment.
+    fn complete(&mut self, c: Completion<FfiBuf>) {
+        let send = c.kind == CompKind::Send;
+        let mut flags = if c.tagged { FI_TAGGED } else { FI_MSG };
+        flags |= if send { FI_SEND } else { FI_RECV };
+        if !send && c.data.is_some() {
+            flags |= FI_REMOTE_CQ_DATA;
+        }
+        let multi_base = self.multi_bases.get(&c.context).copied();
+        if c.multi_recv_done {
+            flags |= FI_MULTI_RECV;
+            self.multi_bases.remove(&c.context);
+        }
+        let buf = match (&c.buf, multi_base) {
+            (_, Some(base)) if !send => base + c.offset,
+            (Some(b), None) if !send => b.base() as usize,
+            _ => 0,
+        };
+        let src = match c.src {
+            Some(p) if !send => self.fi_addr_of(p),
+            _ => FI_ADDR_NOTAVAIL,
+        };
+        if let Some(FfiBuf::Owned(v)) = c.buf {
+            if self.inject_pool.len() < 256 && v.capacity() >= self.setup.inject_size {
+                self.inject_pool.push(v);
+            }
+        }
+        let e = Entry { ctx: c.context, flags, len: c.len, buf, data: c.data.unwrap_or(0), tag: c.tag, src };
+        let (cq, cntr) = if send { (&self.tx_cq, &self.tx_cntr) } else { (&self.rx_cq, &self.rx_cntr) };
+        match c.error {
+            None => {
+                if let Some(k) = cntr {
+                    k.inc();
+                }
+                if let (Some(q), true) = (cq, c.report) {
+                    q.push(e);
+                }
+            }
+            Some(why) => {
+                if let Some(k) = cntr {
+                    if why != CompError::NoMessage {
+                        k.inc_err();
+                    }
+                }
+                let err = match why {
+                    CompError::Truncated => err::POS_ETRUNC,
+                    CompError::Canceled => err::POS_ECANCELED,
+                    CompError::NoMessage => err::POS_ENOMSG,
+                    CompError::PeerUnreachable => err::POS_EHOSTUNREACH,
+                };
+                if let Some(q) = cq {
+                    q.push_err(ErrEntry { e, olen: c.olen, err });
+                }
+            }
+        }
+    }
+}
+
+fn op_result(rc: Result<(), OpError>) -> Errno {
+    match rc {
+        Ok(()) => 0,
+        Err(OpError::Again) => err::EAGAIN as isize,
+        Err(OpError::TooLarge) => err::EMSGSIZE as isize,
+        Err(OpError::BadPeer) | Err(OpError::Invalid) => err::EINVAL as isize,
+    }
+}
+
+/// Engine configuration for an endpoint at `local` from the FI_SPRAY_* parameters.
+fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) -> Config {
+    let mut cfg = Config::new(mode, SocketAddr::V4(local));
+    let d = Config::new(mode, SocketAddr::V4(local));
+    let ms = |name: &str, def: Duration| Duration::from_millis(params::int_or(name, def.as_millis() as i64, 1, 86_400_000) as u64);
+    let us = |name: &str, def: Duration| Duration::from_micros(params::int_or(name, def.as_micros() as i64, 0, 60_000_000) as u64);
+    cfg.paths = paths.clamp(1, 64) as u8;
+    cfg.max_datagram = max_datagram;
+    cfg.unreachable_timeout = ms("unreachable_timeout_ms", d.unreachable_timeout);
+    cfg.ack_delay = us("ack_delay_us", d.ack_delay);
+    cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
+    cfg.min_rto = us("min_rto_us", d.min_rto);
+    cfg.max_rto = ms("max_rto_ms", d.max_rto);
+    cfg.initial_window = params::int_or("initial_window", i64::from(d.initial_window), 1, 1 << 20) as u32;
+    cfg.max_unexpected_bytes = params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
+    cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
+    let (epoch, seed) = epoch_and_seed();
+    cfg.epoch = epoch;
+    cfg.seed = seed;
+    cfg
+}
+
+/// Incarnation number (wall-clock based: a restarted process gets a larger one;
+/// 256 ms steps in the high 28 bits, 4 random bits to split restarts within a
+/// step) and an RNG seed.
+fn epoch_and_seed() -> (u32, u64) {
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let ms = wall.as_millis() as u64;
+    // SAFETY: getpid has no preconditions.
+    let pid = u64::from(unsafe { libc::getpid() } as u32);
+    let mut seed = (wall.as_nanos() as u64) ^ (pid << 32) ^ clock::now_ns().rotate_left(17);
+    seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let epoch = ((((ms >> 8) as u32) << 4) | (seed >> 60) as u32).max(1);
+    (epoch, seed)
+}

@@ -1,0 +1,226 @@
+//! Event queues: spray's RDM/DGRAM endpoints raise no connection events, but
+//! applications open EQs and bind them; read/write/readerr/sread work on
+//! whatever the application (or a future event source) queues.
+
+use std::collections::VecDeque;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::consts::*;
+use crate::fabric::Fabric;
+use crate::obj::{self, FiObject};
+use crate::refs::Refs;
+use crate::{guard, nosys, sys, wait};
+
+/// Shared state of an EQ.
+#[derive(Default)]
+pub struct EqCore {
+    events: Mutex<VecDeque<(u32, Vec<u8>)>>,
+    errors: Mutex<VecDeque<sys::fi_eq_err_entry>>,
+    /// Bindings that keep it from closing.
+    pub bound: Refs,
+}
+
+/// `struct fid_eq` plus our state.
+#[repr(C)]
+pub struct Eq {
+    fid: sys::fid_eq,
+    fabric: *const Fabric,
+    /// Queued events.
+    pub core: Arc<EqCore>,
+    wake: wait::Wake,
+}
+
+static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
+static OPS: sys::fi_ops_eq = sys::fi_ops_eq {
+    size: std::mem::size_of::<sys::fi_ops_eq>(),
+    read: Some(read),
+    readerr: Some(readerr),
+    write: Some(write),
+    sread: Some(sread),
+    strerror: Some(strerror),
+};
+
+// SAFETY: repr(C), fid_eq first, FI_OPS set by eq_open.
+unsafe impl FiObject for Eq {
+    const FCLASS: u32 = sys::FI_CLASS_EQ;
+    fn fid_ops() -> *const sys::fi_ops {
+        &FI_OPS
+    }
+}
+
+/// `fi_eq_open`.
+pub unsafe extern "C" fn eq_open(
+    fabric: *mut sys::fid_fabric,
+    attr: *mut sys::fi_eq_attr,
+    eq: *mut *mut sys::fid_eq,
+    context: *mut c_void,
+) -> c_int {
+    guard::int(|| {
+        // SAFETY: fabric from the application; validated by get.
+        let Some(f) = (unsafe { obj::get::<Fabric>(obj::fid_of(fabric)) }) else { return err::EINVAL };
+        if eq.is_null() {
+            return err::EINVAL;
+        }
+        // SAFETY: attr NULL or valid.
+        if let Some(a) = unsafe { attr.as_ref() } {
+            if ![FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD].contains(&a.wait_obj) {
+                return err::ENOSYS;
+            }
+        }
+        let Some(wake) = wait::Wake::new() else { return err::ENOMEM };
+        let obj = Eq {
+            fid: sys::fid_eq {
+                fid: sys::fid { fclass: sys::FI_CLASS_EQ as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                ops: obj::ops_ptr(&OPS),
+            },
+            fabric: f,
+            core: Arc::new(EqCore::default()),
+            wake,
+        };
+        f.refs.inc();
+        // SAFETY: eq is a valid out-pointer.
+        unsafe { *eq = obj::into_c(obj) };
+        0
+    })
+}
+
+/// The EQ behind a fid.
+///
+/// # Safety
+/// `fid` NULL or live.
+pub unsafe fn get<'a>(fid: *const sys::fid) -> Option<&'a Eq> {
+    // SAFETY: forwarded.
+    unsafe { obj::get::<Eq>(fid) }
+}
+
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        match unsafe { get(fid) } {
+            None => err::EINVAL,
+            Some(e) if e.core.bound.busy() => err::EBUSY,
+            Some(e) => {
+                // SAFETY: the fabric outlives its EQs.
+                unsafe { (*e.fabric).refs.dec() };
+                // SAFETY: validated; C stops using it now.
+                drop(unsafe { obj::take::<Eq>(fid) });
+                0
+            }
+        }
+    })
+}
+
+fn with(eq: *mut sys::fid_eq, f: impl FnOnce(&Eq) -> isize) -> isize {
+    guard::ssize(|| {
+        // SAFETY: eq from the application; validated by get.
+        match unsafe { get(obj::fid_of(eq)) } {
+            Some(e) => f(e),
+            None => err::EINVAL as isize,
+        }
+    })
+}
+
+unsafe fn read_one(e: &Eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize {
+    if !e.core.errors.lock().is_empty() {
+        return err::EAVAIL as isize;
+    }
+    let mut q = e.core.events.lock();
+    let Some((ev, data)) = q.front() else { return err::EAGAIN as isize };
+    if len < data.len() || (buf.is_null() && !data.is_empty()) {
+        return err::ETOOSMALL as isize;
+    }
+    // SAFETY: event NULL or valid; buf writable for len >= data.len() bytes.
+    unsafe {
+        if !event.is_null() {
+            *event = *ev;
+        }
+        std::ptr::copy_nonoverlapping(data.as_ptr(), buf as *mut u8, data.len());
+    }
+    let n = data.len() as isize;
+    if flags & FI_PEEK == 0 {
+        q.pop_front();
+    }
+    n
+}
+
+unsafe extern "C" fn read(eq: *mut sys::fid_eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize {
+    // SAFETY: API contract on event/buf/len.
+    with(eq, |e| unsafe { read_one(e, event, buf, len, flags) })
+}
+
+unsafe extern "C" fn sread(
+    eq: *mut sys::fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    timeout: c_int,
+    flags: u64,
+) -> isize {
+    with(eq, |e| {
+        let waiter = wait::Waiter::new(timeout);
+        loop {
+            // SAFETY: API contract on event/buf/len.
+            let n = unsafe { read_one(e, event, buf, len, flags) };
+            if n != err::EAGAIN as isize || !waiter.block(&[], &e.wake) {
+                return n;
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn readerr(eq: *mut sys::fid_eq, buf: *mut sys::fi_eq_err_entry, flags: u64) -> isize {
+    with(eq, |e| {
+        if buf.is_null() {
+            return err::EINVAL as isize;
+        }
+        let mut q = e.core.errors.lock();
+        let Some(ent) = q.front().copied() else { return err::EAGAIN as isize };
+        // SAFETY: buf is a valid fi_eq_err_entry.
+        unsafe { *buf = ent };
+        if flags & FI_PEEK == 0 {
+            q.pop_front();
+        }
+        std::mem::size_of::<sys::fi_eq_err_entry>() as isize
+    })
+}
+
+unsafe extern "C" fn write(eq: *mut sys::fid_eq, event: u32, buf: *const c_void, len: usize, _flags: u64) -> isize {
+    with(eq, |e| {
+        if buf.is_null() && len > 0 {
+            return err::EINVAL as isize;
+        }
+        let data = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: buf readable for len bytes.
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
+        };
+        e.core.events.lock().push_back((event, data));
+        e.wake.wake();
+        len as isize
+    })
+}
+
+unsafe extern "C" fn strerror(
+    _: *mut sys::fid_eq,
+    prov_errno: c_int,
+    _: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    guard::guard(std::ptr::null(), || {
+        // SAFETY: fi_strerror returns a static string for any code.
+        let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
+        if !buf.is_null() && len > 0 && !s.is_null() {
+            // SAFETY: buf has len bytes.
+            unsafe {
+                libc::strncpy(buf, s, len - 1);
+                *buf.add(len - 1) = 0;
+            }
+        }
+        s
+    })
+}

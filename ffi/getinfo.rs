@@ -1,0 +1,456 @@
+//! `getinfo`: what spray offers (RDM and DGRAM over UDP/IPv4) and the full hint
+//! matching — the core does none for us.
+
+use std::ffi::{CStr, CString};
+use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
+use std::os::raw::c_char;
+
+use crate::consts::*;
+use crate::iface::{self, Iface};
+use crate::{addr, guard, limits, log, prov, sys};
+
+/// Capabilities of the RDM endpoint.
+pub const RDM_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_SEND
+    | FI_RECV
+    | FI_DIRECTED_RECV
+    | FI_SOURCE
+    | FI_MULTI_RECV
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM;
+/// Capabilities of the DGRAM endpoint.
+pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// Scatter-gather entries per operation.
+pub const IOV_LIMIT: usize = 4;
+/// Operations that may be outstanding per queue (advertised `size`).
+pub const QUEUE_SIZE: usize = 16384;
+/// Remote CQ data bytes.
+pub const CQ_DATA_SIZE: usize = 8;
+/// Op flags we understand on transmit.
+const TX_OP_FLAGS: u64 = FI_COMPLETION
+    | FI_INJECT
+    | FI_INJECT_COMPLETE
+    | FI_TRANSMIT_COMPLETE
+    | FI_DELIVERY_COMPLETE
+    | FI_MORE
+    | FI_REMOTE_CQ_DATA
+    | FI_MATCH_COMPLETE;
+/// Op flags we understand on receive.
+const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
+
+/// One offered configuration, before it is written into an `fi_info`.
+struct Offer {
+    ep_type: u32,
+    caps: u64,
+    msg_order: u64,
+    max_msg_size: usize,
+    inject_size: usize,
+    mem_tag_format: u64,
+    threading: u32,
+    av_type: u32,
+    mr_mode: i32,
+    resource_mgmt: u32,
+    tx_op_flags: u64,
+    rx_op_flags: u64,
+    src: SocketAddrV4,
+    dest: Option<SocketAddrV4>,
+    iface: Iface,
+}
+
+/// The `getinfo` callback of our provider.
+pub unsafe extern "C" fn getinfo(
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *const sys::fi_info,
+    info: *mut *mut sys::fi_info,
+) -> i32 {
+    guard::int(|| {
+        if info.is_null() {
+            return err::EINVAL;
+        }
+        // SAFETY: info is non-null; the core passes a pointer to its result slot.
+        unsafe { *info = std::ptr::null_mut() };
+        if flags & OFI_CORE_PROV_ONLY != 0 {
+            // Utility providers would wrap us and be listed first: refuse.
+            return err::ENODATA;
+        }
+        // SAFETY: node/service are NULL or NUL-terminated strings from the caller.
+        let (node, service) = unsafe { (opt_str(node), opt_str(service)) };
+        // SAFETY: hints is NULL or a valid fi_info in the running core's layout.
+        let hints = unsafe { hints.as_ref() };
+        let offers = match build_offers(version, node.as_deref(), service.as_deref(), flags, hints) {
+            Ok(o) => o,
+            Err(e) => return e,
+        };
+        if offers.is_empty() {
+            return err::ENODATA;
+        }
+        let mut head: *mut sys::fi_info = std::ptr::null_mut();
+        let mut tail: *mut sys::fi_info = std::ptr::null_mut();
+        for o in &offers {
+            // SAFETY: write_info returns a fresh fi_info we own or null.
+            let i = unsafe { write_info(o) };
+            if i.is_null() {
+                // SAFETY: head is a list of fi_infos we allocated (or null).
+                unsafe { sys::fi_freeinfo(head) };
+                return err::ENOMEM;
+            }
+            if tail.is_null() {
+                head = i;
+            } else {
+                // SAFETY: tail is the last fi_info we allocated.
+                unsafe { (*tail).next = i };
+            }
+            tail = i;
+        }
+        // SAFETY: see above; the caller owns the list now.
+        unsafe { *info = head };
+        0
+    })
+}
+
+/// A C string argument as an owned `String`, or `None` for NULL.
+unsafe fn opt_str(p: *const c_char) -> Option<String> {
+    // SAFETY: the caller promises p is NULL or NUL-terminated.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// Resolve `node`/`service` to an IPv4 socket address.
+fn resolve(node: Option<&str>, service: Option<&str>, default_ip: Ipv4Addr) -> Result<SocketAddrV4, i32> {
+    let port = match service {
+        Some(s) => s.trim().parse::<u16>().map_err(|_| err::ENODATA)?,
+        None => 0,
+    };
+    let Some(node) = node else { return Ok(SocketAddrV4::new(default_ip, port)) };
+    if let Ok(ip) = node.parse::<Ipv4Addr>() {
+        return Ok(SocketAddrV4::new(ip, port));
+    }
+    (node, port)
+        .to_socket_addrs()
+        .map_err(|_| err::ENODATA)?
+        .find_map(|a| match a {
+            std::net::SocketAddr::V4(v4) => Some(v4),
+            _ => None,
+        })
+        .ok_or(err::ENODATA)
+}
+
+/// Everything we offer for these hints (empty when nothing matches).
+fn build_offers(
+    version: u32,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: u64,
+    hints: Option<&sys::fi_info>,
+) -> Result<Vec<Offer>, i32> {
+    // Local and remote addresses.
+    let mut chosen = iface::choose();
+    let default_port = crate::params::int_or("port", 0, 0, 65535) as u16;
+    let mut src = SocketAddrV4::new(chosen.ip, default_port);
+    let mut dest = None;
+    if flags & FI_SOURCE != 0 || node.is_none() {
+        if node.is_some() || service.is_some() {
+            src = resolve(node, service, chosen.ip)?;
+        }
+    } else {
+        dest = Some(resolve(node, service, chosen.ip)?);
+    }
+    if let Some(h) = hints {
+        if h.addr_format != FI_FORMAT_UNSPEC
+            && h.addr_format != FI_SOCKADDR_IN
+            && h.addr_format != FI_SOCKADDR
+        {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the hint addresses are NULL or buffers of the stated length.
+        unsafe {
+            if let Some(a) = addr::read_sockaddr_in(h.src_addr, h.src_addrlen) {
+                src = a;
+            } else if !h.src_addr.is_null() {
+                return Ok(Vec::new());
+            }
+            if let Some(a) = addr::read_sockaddr_in(h.dest_addr, h.dest_addrlen) {
+                dest = Some(a);
+            } else if !h.dest_addr.is_null() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+    if src.ip().is_unspecified() {
+        src.set_ip(chosen.ip);
+    } else if *src.ip() != chosen.ip {
+        match iface::owning(*src.ip()) {
+            Some(i) => chosen = i,
+            None => return Ok(Vec::new()),
+        }
+    }
+    let max_dgram = iface::max_datagram(&chosen);
+    let lim = limits::for_datagram(max_dgram);
+    log::info(&format!(
+        "interface {} address {} mtu {} -> max datagram {} B; {} paths",
+        chosen.name,
+        src,
+        chosen.mtu,
+        max_dgram,
+        crate::params::int_or("paths", 8, 1, 64)
+    ));
+
+    let mut out = Vec::new();
+    for ep_type in [FI_EP_RDM, FI_EP_DGRAM] {
+        let (caps, max_msg, order, tag) = if ep_type == FI_EP_RDM {
+            (RDM_CAPS, lim.rdm_max_msg, FI_ORDER_SAS, u64::MAX)
+        } else {
+            (DGRAM_CAPS, lim.dgram_max_msg, FI_ORDER_NONE, 0)
+        };
+        let mut o = Offer {
+            ep_type,
+            caps,
+            msg_order: order,
+            max_msg_size: max_msg,
+            inject_size: lim.inject_size.min(max_msg),
+            mem_tag_format: tag,
+            threading: FI_THREAD_SAFE,
+            av_type: FI_AV_TABLE,
+            mr_mode: 0,
+            resource_mgmt: FI_RM_ENABLED,
+            tx_op_flags: 0,
+            rx_op_flags: 0,
+            src,
+            dest,
+            iface: chosen.clone(),
+        };
+        if let Some(h) = hints {
+            // SAFETY: hints come in the running core's layout; sub-attrs are NULL or valid.
+            if !unsafe { matches(version, h, &mut o) } {
+                continue;
+            }
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// Match `o` against the hints, adjusting what we echo back. False = no match.
+unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
+    // Capabilities: everything asked must be ours; echo the asked primary caps and
+    // add our secondary ones.
+    if h.caps & !o.caps != 0 {
+        return false;
+    }
+    if h.caps != 0 {
+        o.caps = (h.caps & (FI_PRIMARY_CAPS | FI_CAP_MODIFIERS)) | (o.caps & FI_SECONDARY_CAPS);
+        if o.caps & (FI_SEND | FI_RECV) == 0 {
+            o.caps |= FI_SEND | FI_RECV;
+        }
+    }
+    // We require no mode bits, so any hints->mode is fine.
+    // SAFETY (all derefs below): sub-attribute pointers are NULL or valid per the caller.
+    if let Some(ep) = unsafe { h.ep_attr.as_ref() } {
+        if ep.type_ != FI_EP_UNSPEC && ep.type_ != o.ep_type {
+            return false;
+        }
+        if ep.max_msg_size > o.max_msg_size {
+            return false;
+        }
+        if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 || ep.auth_key_size != 0 {
+            return false;
+        }
+        if ep.msg_prefix_size != 0 {
+            return false;
+        }
+        if ep.protocol != sys::FI_PROTO_UNSPEC {
+            return false;
+        }
+        if ep.mem_tag_format != 0 && o.caps & FI_TAGGED != 0 {
+            let is_code = version >= fi_version(2, 0) && ep.mem_tag_format < FI_TAG_MAX_FORMAT;
+            if is_code && ep.mem_tag_format > FI_TAG_CCL {
+                return false;
+            }
+            // A code or any 64-bit mask: we match all 64 bits, so echo what was asked.
+            o.mem_tag_format = ep.mem_tag_format;
+        }
+    }
+    if let Some(d) = unsafe { h.domain_attr.as_ref() } {
+        if !name_matches(d.name, &o.iface.name) {
+            return false;
+        }
+        if d.threading != FI_THREAD_UNSPEC {
+            // Every level is served (we are thread-safe); echo what was asked.
+            o.threading = d.threading;
+        }
+        if ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.control_progress)
+            || ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.data_progress)
+        {
+            return false;
+        }
+        if d.resource_mgmt != FI_RM_UNSPEC {
+            o.resource_mgmt = d.resource_mgmt;
+        }
+        match d.av_type {
+            FI_AV_UNSPEC | FI_AV_TABLE => {}
+            FI_AV_MAP => o.av_type = FI_AV_MAP,
+            _ => return false,
+        }
+        if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
+            // Pre-1.5 style: echo; we never need registration either way.
+            o.mr_mode = d.mr_mode;
+        }
+        if d.cq_data_size > CQ_DATA_SIZE {
+            return false;
+        }
+        if d.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM) & !o.caps != 0 {
+            return false;
+        }
+        if d.tx_ctx_cnt > 1 || d.rx_ctx_cnt > 1 || d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1 {
+            return false;
+        }
+        if d.auth_key_size != 0 {
+            return false;
+        }
+    }
+    if let Some(f) = unsafe { h.fabric_attr.as_ref() } {
+        if !name_matches(f.name, prov::FABRIC_NAME) || !name_matches(f.prov_name, prov::NAME) {
+            return false;
+        }
+    }
+    if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
+        if tx.caps & !o.caps != 0
+            || tx.msg_order & !o.msg_order != 0
+            || tx.comp_order & !FI_ORDER_NONE != 0
+            || tx.inject_size > o.inject_size
+            || tx.iov_limit > IOV_LIMIT
+            || tx.size > QUEUE_SIZE
+            || tx.rma_iov_limit > 0
+        {
+            return false;
+        }
+        if tx.op_flags & !TX_OP_FLAGS != 0 {
+            return false;
+        }
+        o.tx_op_flags = tx.op_flags;
+    }
+    if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
+        if rx.caps & !o.caps != 0
+            || rx.msg_order & !o.msg_order != 0
+            || rx.comp_order & !FI_ORDER_NONE != 0
+            || rx.iov_limit > IOV_LIMIT
+            || rx.size > QUEUE_SIZE
+            || rx.total_buffered_recv > 0
+        {
+            return false;
+        }
+        if rx.op_flags & !RX_OP_FLAGS != 0 {
+            return false;
+        }
+        o.rx_op_flags = rx.op_flags;
+    }
+    true
+}
+
+/// NULL hint names match anything; otherwise case-insensitive equality.
+fn name_matches(p: *const c_char, ours: &str) -> bool {
+    if p.is_null() {
+        return true;
+    }
+    // SAFETY: non-null hint strings are NUL-terminated.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+    s.eq_ignore_ascii_case(ours)
+}
+
+/// A malloc'd copy of `s` (freed by fi_freeinfo).
+fn c_dup(s: &str) -> *mut c_char {
+    let Ok(c) = CString::new(s) else { return std::ptr::null_mut() };
+    // SAFETY: c is a valid C string; strdup returns malloc'd memory or NULL.
+    unsafe { libc::strdup(c.as_ptr()) }
+}
+
+/// Allocate an `fi_info` with the core's allocator and fill it from `o`.
+unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
+    // SAFETY: fi_dupinfo(NULL) is fi_allocinfo: a zeroed fi_info with all attrs.
+    let p = unsafe { sys::fi_dupinfo(std::ptr::null()) };
+    if p.is_null() {
+        return p;
+    }
+    // SAFETY: p and its attribute structs were just allocated by the core.
+    let (i, tx, rx, ep, dom, fab) = unsafe {
+        let i = &mut *p;
+        if i.tx_attr.is_null()
+            || i.rx_attr.is_null()
+            || i.ep_attr.is_null()
+            || i.domain_attr.is_null()
+            || i.fabric_attr.is_null()
+        {
+            sys::fi_freeinfo(p);
+            return std::ptr::null_mut();
+        }
+        let (tx, rx, ep, dom, fab) =
+            (&mut *i.tx_attr, &mut *i.rx_attr, &mut *i.ep_attr, &mut *i.domain_attr, &mut *i.fabric_attr);
+        (i, tx, rx, ep, dom, fab)
+    };
+    i.caps = o.caps;
+    i.mode = 0;
+    i.addr_format = FI_SOCKADDR_IN;
+    i.src_addr = addr::alloc_sockaddr_in(o.src).cast();
+    i.src_addrlen = if i.src_addr.is_null() { 0 } else { std::mem::size_of::<libc::sockaddr_in>() };
+    if let Some(d) = o.dest {
+        i.dest_addr = addr::alloc_sockaddr_in(d).cast();
+        i.dest_addrlen = if i.dest_addr.is_null() { 0 } else { std::mem::size_of::<libc::sockaddr_in>() };
+    }
+    let dir_caps = o.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM);
+    tx.caps = dir_caps & !(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);
+    tx.mode = 0;
+    tx.op_flags = o.tx_op_flags;
+    tx.msg_order = o.msg_order;
+    tx.comp_order = FI_ORDER_NONE;
+    tx.inject_size = o.inject_size;
+    tx.size = QUEUE_SIZE;
+    tx.iov_limit = IOV_LIMIT;
+    tx.rma_iov_limit = 0;
+    rx.caps = dir_caps & !FI_SEND;
+    rx.mode = 0;
+    rx.op_flags = o.rx_op_flags;
+    rx.msg_order = o.msg_order;
+    rx.comp_order = FI_ORDER_NONE;
+    rx.total_buffered_recv = 0;
+    rx.size = QUEUE_SIZE;
+    rx.iov_limit = IOV_LIMIT;
+    ep.type_ = o.ep_type;
+    ep.protocol = sys::FI_PROTO_UNSPEC;
+    ep.protocol_version = 1;
+    ep.max_msg_size = o.max_msg_size;
+    ep.msg_prefix_size = 0;
+    ep.mem_tag_format = o.mem_tag_format;
+    ep.tx_ctx_cnt = 1;
+    ep.rx_ctx_cnt = 1;
+    dom.name = c_dup(&o.iface.name);
+    dom.threading = o.threading;
+    dom.control_progress = FI_PROGRESS_MANUAL;
+    dom.data_progress = FI_PROGRESS_MANUAL;
+    dom.resource_mgmt = o.resource_mgmt;
+    dom.av_type = o.av_type;
+    dom.mr_mode = o.mr_mode;
+    dom.mr_key_size = 8;
+    dom.cq_data_size = CQ_DATA_SIZE;
+    dom.cq_cnt = 1024;
+    dom.ep_cnt = 1024;
+    dom.tx_ctx_cnt = 1024;
+    dom.rx_ctx_cnt = 1024;
+    dom.max_ep_tx_ctx = 1;
+    dom.max_ep_rx_ctx = 1;
+    dom.max_ep_stx_ctx = 0;
+    dom.max_ep_srx_ctx = 0;
+    dom.cntr_cnt = 1024;
+    dom.mr_iov_limit = IOV_LIMIT;
+    dom.caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+    dom.mode = 0;
+    dom.max_err_data = 0;
+    dom.mr_cnt = 1 << 20;
+    fab.name = c_dup(prov::FABRIC_NAME);
+    fab.prov_name = std::ptr::null_mut();
+    fab.prov_version = crate::consts::SPRAY_PROV_VERSION;
+    fab.api_version = prov::api_version();
+    p
+}

@@ -1,0 +1,248 @@
+//! Batched datagram I/O for one endpoint: `recvmmsg` on socket 0 into
+//! preallocated slots, and `sendmmsg` per path socket for the packets the
+//! engine hands out. No allocation and no per-packet syscall once a batch forms.
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use spray::{Engine, Instant};
+
+use crate::addr;
+use crate::io::buf::FfiBuf;
+
+/// Counters of what the driver did (for logs and tests).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct IoStats {
+    /// Datagrams received.
+    pub rx_packets: u64,
+    /// Datagrams sent.
+    pub tx_packets: u64,
+    /// recvmmsg/sendmmsg calls made.
+    pub syscalls: u64,
+    /// Send attempts that hit EAGAIN/ENOBUFS (packet kept for the next progress).
+    pub tx_blocked: u64,
+    /// Packets the kernel refused for good (dropped; the engine recovers).
+    pub tx_errors: u64,
+    /// Received datagrams larger than a slot (dropped).
+    pub rx_truncated: u64,
+}
+
+#[derive(Copy, Clone)]
+struct TxMeta {
+    dst: libc::sockaddr_in,
+    path: usize,
+    len: usize,
+    sent: bool,
+}
+
+/// One endpoint's sockets and batch buffers.
+pub struct Io {
+    socks: Vec<OwnedFd>,
+    slot_bytes: usize,
+    batch: usize,
+    rx_buf: Vec<u8>,
+    rx_addr: Vec<libc::sockaddr_in>,
+    rx_iov: Vec<libc::iovec>,
+    rx_hdr: Vec<libc::mmsghdr>,
+    tx_buf: Vec<Vec<u8>>,
+    tx_meta: Vec<TxMeta>,
+    tx_len: usize,
+    tx_addr: Vec<libc::sockaddr_in>,
+    tx_iov: Vec<libc::iovec>,
+    tx_hdr: Vec<libc::mmsghdr>,
+    tx_pick: Vec<usize>,
+    /// What happened so far.
+    pub stats: IoStats,
+}
+
+// SAFETY: the raw pointers inside the header arrays point only into this struct's
+// own heap buffers (which never reallocate after `new`); the Io moves between
+// threads only as a whole, under the endpoint lock.
+unsafe impl Send for Io {}
+
+fn zero_hdr() -> libc::mmsghdr {
+    // SAFETY: an all-zero mmsghdr (null pointers, zero lengths) is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+impl Io {
+    /// A driver over `socks` (`socks[0]` receives) for datagrams of at most
+    /// `max_datagram` bytes, moving up to `batch` per syscall.
+    pub fn new(socks: Vec<OwnedFd>, max_datagram: usize, batch: usize) -> Io {
+        let batch = batch.clamp(1, 1024);
+        let slot_bytes = max_datagram.max(64);
+        let zero_sa = addr::to_c(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+        let mut io = Io {
+            socks,
+            slot_bytes,
+            batch,
+            rx_buf: vec![0; batch * slot_bytes],
+            rx_addr: vec![zero_sa; batch],
+            rx_iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; batch],
+            rx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
+            tx_buf: (0..batch).map(|_| vec![0; slot_bytes]).collect(),
+            tx_meta: vec![TxMeta { dst: zero_sa, path: 0, len: 0, sent: true }; batch],
+            tx_len: 0,
+            tx_addr: vec![zero_sa; batch],
+            tx_iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; batch],
+            tx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
+            tx_pick: Vec::with_capacity(batch),
+            stats: IoStats::default(),
+        };
+        // Receive headers point at fixed slots: build them once.
+        for i in 0..batch {
+            // SAFETY: i * slot_bytes < rx_buf.len(), so the pointer is in bounds.
+            io.rx_iov[i].iov_base = unsafe { io.rx_buf.as_mut_ptr().add(i * slot_bytes) }.cast();
+            io.rx_iov[i].iov_len = slot_bytes;
+            let h = &mut io.rx_hdr[i].msg_hdr;
+            h.msg_name = (&mut io.rx_addr[i] as *mut libc::sockaddr_in).cast();
+            h.msg_iov = &mut io.rx_iov[i];
+            h.msg_iovlen = 1;
+        }
+        io
+    }
+
+    /// The receiving socket.
+    pub fn rx_fd(&self) -> RawFd {
+        self.socks[0].as_raw_fd()
+    }
+
+    /// One `recvmmsg` on socket 0; each datagram goes to `f(from, bytes)`.
+    /// Returns how many arrived (a full batch means: call again).
+    pub fn recv(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> usize {
+        for h in &mut self.rx_hdr {
+            h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // SAFETY: rx_hdr holds `batch` headers whose name/iov pointers refer to our
+        // own live buffers of the stated sizes.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.socks[0].as_raw_fd(),
+                self.rx_hdr.as_mut_ptr(),
+                self.batch as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        self.stats.syscalls += 1;
+        if r <= 0 {
+            return 0;
+        }
+        let n = r as usize;
+        for i in 0..n {
+            let h = &self.rx_hdr[i];
+            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                self.stats.rx_truncated += 1;
+                continue;
+            }
+            let len = (h.msg_len as usize).min(self.slot_bytes);
+            let from = addr::from_c(&self.rx_addr[i]);
+            let start = i * self.slot_bytes;
+            f(SocketAddr::V4(from), &self.rx_buf[start..start + len]);
+        }
+        self.stats.rx_packets += n as u64;
+        n
+    }
+
+    /// Send everything the engine has (and what an earlier flush could not send).
+    pub fn flush(&mut self, engine: &mut Engine<FfiBuf>, now: Instant) {
+        loop {
+            let mut exhausted = false;
+            while self.tx_len < self.batch {
+                let slot = &mut self.tx_buf[self.tx_len];
+                let Some(t) = engine.poll_transmit(now, slot) else {
+                    exhausted = true;
+                    break;
+                };
+                let SocketAddr::V4(dst) = t.dst else { continue };
+                self.tx_meta[self.tx_len] = TxMeta {
+                    dst: addr::to_c(dst),
+                    path: usize::from(t.path).min(self.socks.len() - 1),
+                    len: t.len.min(self.slot_bytes),
+                    sent: false,
+                };
+                self.tx_len += 1;
+            }
+            if self.tx_len == 0 {
+                return;
+            }
+            let blocked = self.send_queued();
+            if blocked || exhausted {
+                return;
+            }
+        }
+    }
+
+    /// Send the queued packets, one `sendmmsg` per path socket. True if some
+    /// could not be sent now (they stay queued, in order, at the front).
+    fn send_queued(&mut self) -> bool {
+        let mut paths_left: u128 = 0;
+        for m in &self.tx_meta[..self.tx_len] {
+            paths_left |= 1u128 << m.path.min(127);
+        }
+        while paths_left != 0 {
+            let path = paths_left.trailing_zeros() as usize;
+            paths_left &= paths_left - 1;
+            self.tx_pick.clear();
+            for (i, m) in self.tx_meta[..self.tx_len].iter().enumerate() {
+                if m.path == path && !m.sent {
+                    self.tx_pick.push(i);
+                }
+            }
+            for (j, &i) in self.tx_pick.iter().enumerate() {
+                self.tx_addr[j] = self.tx_meta[i].dst;
+                self.tx_iov[j] = libc::iovec { iov_base: self.tx_buf[i].as_mut_ptr().cast(), iov_len: self.tx_meta[i].len };
+                let h = &mut self.tx_hdr[j];
+                h.msg_hdr.msg_name = (&mut self.tx_addr[j] as *mut libc::sockaddr_in).cast();
+                h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+                h.msg_hdr.msg_iov = &mut self.tx_iov[j];
+                h.msg_hdr.msg_iovlen = 1;
+                h.msg_len = 0;
+            }
+            let fd = self.socks[path].as_raw_fd();
+            let mut off = 0;
+            while off < self.tx_pick.len() {
+                // SAFETY: tx_hdr[off..pick.len()] are headers built above pointing at
+                // our own live buffers and addresses.
+                let r = unsafe {
+                    libc::sendmmsg(fd, self.tx_hdr.as_mut_ptr().add(off), (self.tx_pick.len() - off) as libc::c_uint, 0)
+                };
+                self.stats.syscalls += 1;
+                if r > 0 {
+                    for &i in &self.tx_pick[off..off + r as usize] {
+                        self.tx_meta[i].sent = true;
+                    }
+                    self.stats.tx_packets += r as u64;
+                    off += r as usize;
+                    continue;
+                }
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                        self.stats.tx_blocked += 1;
+                        break;
+                    }
+                    _ => {
+                        // Refused for good (ICMP error, unreachable net): drop this one
+                        // packet; the engine's loss recovery or unreachable logic handles it.
+                        self.tx_meta[self.tx_pick[off]].sent = true;
+                        self.stats.tx_errors += 1;
+                        off += 1;
+                    }
+                }
+            }
+        }
+        let mut w = 0;
+        for i in 0..self.tx_len {
+            if !self.tx_meta[i].sent {
+                self.tx_meta.swap(w, i);
+                self.tx_buf.swap(w, i);
+                w += 1;
+            }
+        }
+        self.tx_len = w;
+        w > 0
+    }
+}

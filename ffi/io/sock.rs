@@ -1,0 +1,91 @@
+//! Opening an endpoint's UDP sockets: socket 0 on the main port (the only one
+//! that receives), sockets 1..K on ephemeral ports (the entropy values).
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::addr;
+
+/// How many ports after `FI_SPRAY_PORT` an endpoint tries when it is taken.
+const PORT_SEARCH: u16 = 256;
+
+/// An endpoint's sockets.
+pub struct Sockets {
+    /// One per path; `fds[0]` receives.
+    pub fds: Vec<OwnedFd>,
+    /// Address of socket 0 (the endpoint's name).
+    pub local: SocketAddrV4,
+}
+
+fn set_buf(fd: i32, force: libc::c_int, plain: libc::c_int, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: setsockopt reads one c_int from a local.
+    let rc = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, force, (&v as *const libc::c_int).cast(), len) };
+    if rc != 0 {
+        // Not root: the plain option, capped by net.core.[rw]mem_max.
+        // SAFETY: as above.
+        unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, plain, (&v as *const libc::c_int).cast(), len) };
+    }
+}
+
+/// A non-blocking UDP socket bound to `at`.
+fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAddrV4)> {
+    // SAFETY: plain socket creation; ownership passes to OwnedFd below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_buf(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, sockbuf);
+    set_buf(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sockbuf);
+    let sa = addr::to_c(at);
+    // SAFETY: binds our socket to a valid sockaddr_in of the stated length.
+    let rc = unsafe {
+        libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), addr::SOCKADDR_IN_LEN as libc::socklen_t)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: an all-zero sockaddr_in is valid; getsockname fills it.
+    let mut got: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+    // SAFETY: got/len are valid out-parameters of the right size.
+    if unsafe { libc::getsockname(owned.as_raw_fd(), (&mut got as *mut libc::sockaddr_in).cast(), &mut len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((owned, addr::from_c(&got)))
+}
+
+/// Open `paths` sockets at `at.ip()`: socket 0 on `at.port()` (0 = ephemeral;
+/// with `search`, the next free port after a taken one), the rest ephemeral.
+pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Result<Sockets, i32> {
+    let tries = if search && at.port() != 0 { PORT_SEARCH } else { 1 };
+    let mut first = None;
+    let mut last_err = None;
+    for i in 0..tries {
+        let port = at.port().wrapping_add(i);
+        match udp_socket(SocketAddrV4::new(*at.ip(), port), sockbuf) {
+            Ok(s) => {
+                first = Some(s);
+                break;
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    let Some((fd0, local)) = first else {
+        let e = last_err.and_then(|e| e.raw_os_error()).unwrap_or(libc::EADDRINUSE);
+        crate::log::warn(&format!("cannot bind UDP socket at {at}: {}", io::Error::from_raw_os_error(e)));
+        return Err(-e);
+    };
+    let mut fds = vec![fd0];
+    for _ in 1..paths {
+        match udp_socket(SocketAddrV4::new(*at.ip(), 0), sockbuf) {
+            Ok((fd, _)) => fds.push(fd),
+            Err(e) => return Err(-e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+    Ok(Sockets { fds, local })
+}

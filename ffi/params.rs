@@ -1,0 +1,96 @@
+//! The `FI_SPRAY_*` parameters: defined with `fi_param_define` (listed by
+//! `fi_info -e`) and read with `fi_param_get` when an endpoint is configured.
+
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int, c_void};
+
+use crate::prov;
+use crate::sys;
+
+/// How a parameter is typed for libfabric.
+#[derive(Copy, Clone)]
+enum Kind {
+    Str,
+    Int,
+    Size,
+}
+
+/// (name, type, help). The environment variable is `FI_SPRAY_<NAME>`.
+const PARAMS: &[(&str, Kind, &str)] = &[
+    ("iface", Kind::Str, "Network interface whose IPv4 address endpoints use (default: first UP non-loopback IPv4 interface, else loopback)"),
+    ("port", Kind::Int, "Main UDP port of the first endpoint (0 = ephemeral; later endpoints take the next free port)"),
+    ("paths", Kind::Int, "Entropy values (UDP source ports, one socket each) = paths per peer, 1..64 (default 8)"),
+    ("mtu", Kind::Int, "Largest UDP payload sent, bytes (default: interface MTU - 28, capped by mtu_cap)"),
+    ("mtu_cap", Kind::Int, "Upper bound of the automatic UDP payload size, bytes (default 65000)"),
+    ("unreachable_timeout_ms", Kind::Int, "A peer acknowledging nothing this long is unreachable and its operations fail, ms (default 30000)"),
+    ("ack_delay_us", Kind::Int, "Longest delay of an acknowledgement to batch it, us (default 50)"),
+    ("ack_every", Kind::Int, "Acknowledge at once after this many data packets (default 16)"),
+    ("min_rto_us", Kind::Int, "Lower bound of the retransmission timer, us (default 2000)"),
+    ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000)"),
+    ("initial_window", Kind::Int, "Initial congestion window, packets (default 64)"),
+    ("max_unexpected_bytes", Kind::Size, "Most unexpected (unmatched) message bytes held per endpoint (default 64 MiB)"),
+    ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 65536)"),
+    ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),
+    ("rx_batch", Kind::Int, "Datagrams taken per recvmmsg/sendmmsg call (default 32)"),
+];
+
+/// Register every parameter with the core (called once from `fi_prov_ini`).
+pub fn define_all() {
+    let prov = prov::provider();
+    for (name, kind, help) in PARAMS {
+        let (Ok(n), Ok(h)) = (CString::new(*name), CString::new(*help)) else { continue };
+        let ty = match kind {
+            Kind::Str => sys::fi_param_type_FI_PARAM_STRING,
+            Kind::Int => sys::fi_param_type_FI_PARAM_INT,
+            Kind::Size => sys::fi_param_type_FI_PARAM_SIZE_T,
+        };
+        // SAFETY: prov is our static provider; name and help are valid C strings the
+        // core copies; the help is passed as the argument of a "%s" format.
+        unsafe {
+            sys::fi_param_define(prov, n.as_ptr(), ty, b"%s\0".as_ptr().cast(), h.as_ptr());
+        }
+    }
+}
+
+fn get_raw(name: &str, out: *mut c_void) -> bool {
+    let Ok(n) = CString::new(name) else { return false };
+    // SAFETY: prov is our static provider, n a valid C string, out points to storage
+    // of the type the parameter was defined with (see the typed getters below).
+    unsafe { sys::fi_param_get(prov::provider(), n.as_ptr(), out) == 0 }
+}
+
+/// An integer parameter, if set.
+pub fn get_int(name: &str) -> Option<i64> {
+    let mut v: c_int = 0;
+    get_raw(name, (&mut v as *mut c_int).cast()).then_some(i64::from(v))
+}
+
+/// A size parameter, if set.
+pub fn get_size(name: &str) -> Option<usize> {
+    let mut v: usize = 0;
+    get_raw(name, (&mut v as *mut usize).cast()).then_some(v)
+}
+
+/// A string parameter, if set and non-empty.
+pub fn get_str(name: &str) -> Option<String> {
+    let mut p: *mut c_char = std::ptr::null_mut();
+    if !get_raw(name, (&mut p as *mut *mut c_char).cast()) || p.is_null() {
+        return None;
+    }
+    // SAFETY: the core returned a pointer to its NUL-terminated copy of the variable's
+    // value, which stays valid while the process runs.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+/// An integer parameter within `lo..=hi`, else `default`.
+pub fn int_or(name: &str, default: i64, lo: i64, hi: i64) -> i64 {
+    match get_int(name) {
+        Some(v) if (lo..=hi).contains(&v) => v,
+        Some(v) => {
+            crate::log::warn(&format!("FI_SPRAY_{} = {v} out of range {lo}..={hi}; using {default}", name.to_uppercase()));
+            default
+        }
+        None => default,
+    }
+}
