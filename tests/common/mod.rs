@@ -1,0 +1,63 @@
+//! Shared helpers of the `ffi_*` integration tests: find the built provider,
+//! run libfabric's tools against it, and open objects through the real core.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub mod fab;
+
+/// A directory holding only `libspray-fi.so`, a link to the cdylib cargo built
+/// with these tests (the test binary lives in `<target>/<profile>/deps/`, where
+/// `cargo test` leaves the cdylib).
+pub fn provider_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("deps dir").to_path_buf();
+    let so = [deps.join("libspray_fi.so"), deps.join("../libspray_fi.so")]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("libspray_fi.so not found next to {}", exe.display()));
+    let dir = deps.join("../spray-provider");
+    std::fs::create_dir_all(&dir).expect("create provider dir");
+    let link = dir.join("libspray-fi.so");
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("tmp-{}-{n}", std::process::id()));
+    std::os::unix::fs::symlink(so.canonicalize().expect("canonical path"), &tmp).expect("symlink");
+    // rename is atomic: parallel tests never see a missing link.
+    std::fs::rename(&tmp, &link).expect("install provider link");
+    dir
+}
+
+/// True when a libfabric tool is installed; when it is not, fail under CI=true
+/// and tell the caller to skip otherwise.
+pub fn have_tool(name: &str) -> bool {
+    let ok = Command::new(name).arg("-h").output().is_ok();
+    if !ok {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{name} is required under CI=true (apt-get install libfabric-bin)");
+        }
+        eprintln!("SKIP: {name} not installed (apt-get install libfabric-bin)");
+    }
+    ok
+}
+
+/// A command with the provider made visible, on loopback only.
+pub fn fi_cmd(tool: &str) -> Command {
+    let mut c = Command::new(tool);
+    c.env("FI_PROVIDER_PATH", provider_dir())
+        .env("FI_PROVIDER", "spray")
+        .env("FI_SPRAY_IFACE", "lo")
+        .env_remove("FI_LOG_LEVEL");
+    c
+}
+
+/// Run `fi_info` with `args`.
+pub fn fi_info(args: &[&str]) -> Output {
+    fi_cmd("fi_info").args(args).output().expect("run fi_info")
+}
+
+/// Stdout as text.
+pub fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
