@@ -124,6 +124,7 @@ pub unsafe extern "C" fn endpoint_open(
             rx_flags: rx.map_or(0, |r| r.op_flags),
             max_datagram,
             inject_size: lim.inject_size.min(max_msg),
+            directed_recv: (i.caps | rx.map_or(0, |r| r.caps)) & FI_DIRECTED_RECV != 0,
         };
         let core = Arc::new(EpCore { state: Mutex::new(EpState::new(setup, socks)) });
         let obj = Ep {

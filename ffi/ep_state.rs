@@ -38,6 +38,9 @@ pub struct EpSetup {
     pub max_datagram: usize,
     /// Largest inject, bytes.
     pub inject_size: usize,
+    /// `FI_DIRECTED_RECV` was granted: receives honour their source address
+    /// (without it the address is ignored, as libfabric specifies).
+    pub directed_recv: bool,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -293,7 +296,7 @@ impl EpState {
         if self.run.is_none() {
             return err::EOPBADSTATE as isize;
         }
-        let src = if src == FI_ADDR_UNSPEC {
+        let src = if src == FI_ADDR_UNSPEC || !self.setup.directed_recv {
             None
         } else {
             match self.peer_of(src) {

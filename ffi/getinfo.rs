@@ -36,6 +36,9 @@ const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_MORE
     | FI_REMOTE_CQ_DATA
     | FI_MATCH_COMPLETE;
+/// Orderings between RMA / atomic operations: vacuous while spray offers no
+/// RMA or atomics, so a hint asking for them is granted as asked.
+const RMA_ORDERS: u64 = 0xff | 0xff_0000_0000;
 /// Op flags we understand on receive.
 const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 
@@ -44,6 +47,8 @@ struct Offer {
     ep_type: u32,
     caps: u64,
     msg_order: u64,
+    tx_msg_order: u64,
+    rx_msg_order: u64,
     max_msg_size: usize,
     inject_size: usize,
     mem_tag_format: u64,
@@ -209,6 +214,8 @@ fn build_offers(
             ep_type,
             caps,
             msg_order: order,
+            tx_msg_order: order,
+            rx_msg_order: order,
             max_msg_size: max_msg,
             inject_size: lim.inject_size.min(max_msg),
             mem_tag_format: tag,
@@ -316,9 +323,10 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
     }
+    let grantable = o.msg_order | RMA_ORDERS;
     if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
         if tx.caps & !o.caps != 0
-            || tx.msg_order & !o.msg_order != 0
+            || tx.msg_order & !grantable != 0
             || tx.comp_order & !FI_ORDER_NONE != 0
             || tx.inject_size > o.inject_size
             || tx.iov_limit > IOV_LIMIT
@@ -331,10 +339,11 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
         o.tx_op_flags = tx.op_flags;
+        o.tx_msg_order = o.msg_order | (tx.msg_order & RMA_ORDERS);
     }
     if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
         if rx.caps & !o.caps != 0
-            || rx.msg_order & !o.msg_order != 0
+            || rx.msg_order & !grantable != 0
             || rx.comp_order & !FI_ORDER_NONE != 0
             || rx.iov_limit > IOV_LIMIT
             || rx.size > QUEUE_SIZE
@@ -346,6 +355,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
         o.rx_op_flags = rx.op_flags;
+        o.rx_msg_order = o.msg_order | (rx.msg_order & RMA_ORDERS);
     }
     true
 }
@@ -403,7 +413,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     tx.caps = dir_caps & !(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);
     tx.mode = 0;
     tx.op_flags = o.tx_op_flags;
-    tx.msg_order = o.msg_order;
+    tx.msg_order = o.tx_msg_order;
     tx.comp_order = FI_ORDER_NONE;
     tx.inject_size = o.inject_size;
     tx.size = QUEUE_SIZE;
@@ -412,7 +422,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     rx.caps = dir_caps & !FI_SEND;
     rx.mode = 0;
     rx.op_flags = o.rx_op_flags;
-    rx.msg_order = o.msg_order;
+    rx.msg_order = o.rx_msg_order;
     rx.comp_order = FI_ORDER_NONE;
     rx.total_buffered_recv = 0;
     rx.size = QUEUE_SIZE;
