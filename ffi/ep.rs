@@ -171,6 +171,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         // (CQ readers lock their endpoint list first, then an endpoint).
         let (cqs, cntrs, av, eq) = {
             let mut st = e.core.state.lock();
+            crate::log::info(&format!("closing {}", st.summary()));
             let mut cntrs: Vec<_> = st.other_cntrs.drain(..).collect();
             cntrs.extend(st.tx_cntr.take());
             cntrs.extend(st.rx_cntr.take());

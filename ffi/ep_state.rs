@@ -111,6 +111,14 @@ impl EpState {
         }
     }
 
+    /// One line of counters for the log (driver and SRD core).
+    pub fn summary(&self) -> String {
+        match &self.run {
+            Some(r) => format!("endpoint {}: io {:?}; srd {:?}", self.local, r.io.stats, r.engine.srd_stats()),
+            None => format!("endpoint {}: never enabled", self.local),
+        }
+    }
+
     /// True once enabled.
     pub fn enabled(&self) -> bool {
         self.run.is_some()
