@@ -71,6 +71,8 @@ struct Pair {
     cq: [*mut sys::fid_cq; 2],
     /// fi_addr of endpoint i in the shared AV.
     addr: [u64; 2],
+    /// Counters a test opened (closed after the endpoints).
+    cntrs: Vec<*mut sys::fid_cntr>,
 }
 
 impl Pair {
@@ -95,15 +97,23 @@ impl Pair {
         for i in 0..2 {
             addr[i] = av_insert(av, &getname(ep[i]));
         }
-        Pair { info, fab, dom, av, ep, cq, addr }
+        Pair { info, fab, dom, av, ep, cq, addr, cntrs: Vec::new() }
     }
 }
 
 impl Drop for Pair {
     fn drop(&mut self) {
+        // Closing in the wrong order is refused, not a crash.
+        assert_eq!(close(self.dom), -(sys::FI_EBUSY as i32));
+        for c in &self.cntrs {
+            assert_eq!(close(*c), -(sys::FI_EBUSY as i32), "counter still bound");
+        }
         for i in 0..2 {
             assert_eq!(close(self.ep[i]), 0);
             assert_eq!(close(self.cq[i]), 0);
+        }
+        for c in &self.cntrs {
+            assert_eq!(close(*c), 0);
         }
         assert_eq!(close(self.av), 0);
         assert_eq!(close(self.dom), 0);
@@ -237,9 +247,10 @@ fn rdm_errors_cancel_peek() {
 
 #[test]
 fn selective_completion_and_counters() {
-    let p = Pair::new(sys::fi_ep_type_FI_EP_RDM, (sys::FI_MSG | sys::FI_TAGGED) as u64, true);
+    let mut p = Pair::new(sys::fi_ep_type_FI_EP_RDM, (sys::FI_MSG | sys::FI_TAGGED) as u64, true);
     let (a, b) = (p.ep[0], p.ep[1]);
     let cntr = open_cntr(p.dom);
+    p.cntrs.push(cntr);
     assert_eq!(bind(a, cntr, sys::FI_SEND as u64), 0);
     let (mut sctx, mut rctx) = (1u64, 2u64);
     unsafe {
@@ -265,9 +276,6 @@ fn selective_completion_and_counters() {
         assert_eq!(ops.wait.unwrap()(cntr, 2, 5000), 0);
         ok(wait_one(p.cq[1], p.cq[0]));
     }
-    assert_eq!(close(cntr), -(sys::FI_EBUSY as i32));
-    drop(p);
-    assert_eq!(close(cntr), 0);
 }
 
 #[test]
