@@ -279,7 +279,13 @@ impl EpState {
             data,
             context,
             report,
-            delivery_complete: flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0,
+            // Reliable endpoints complete sends at FI_TRANSMIT_COMPLETE by default:
+            // once the peer acknowledged every datagram. Completing earlier (when the
+            // engine merely holds a copy) lets a manual-progress application stop
+            // calling us while packets still wait in the engine, and the transfer
+            // stalls (fi_pingpong above 1 MiB did). Only an explicit
+            // FI_INJECT_COMPLETE asks for the early completion.
+            delivery_complete: flags & FI_INJECT_COMPLETE == 0,
         };
         let Some(run) = &mut self.run else { return err::EOPBADSTATE as isize };
         let rc = run.engine.post_send(op);
