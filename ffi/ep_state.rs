@@ -444,7 +444,13 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.paths = paths.clamp(1, 64) as u8;
     cfg.max_datagram = max_datagram;
     cfg.unreachable_timeout = ms("unreachable_timeout_ms", d.unreachable_timeout);
-    cfg.ack_delay = us("ack_delay_us", d.ack_delay);
+    // Default 0: acknowledge at the end of each receive batch, within the same
+    // progress call. Under manual progress an application may stop calling us
+    // right after it sees a receive completion (fi_pingpong goes to its TCP
+    // control channel); a delayed ACK would then never leave, and the peer's send
+    // (which completes on acknowledgement) would hang until it declares us
+    // unreachable. Batching still happens: one ACK covers a whole recvmmsg batch.
+    cfg.ack_delay = us("ack_delay_us", Duration::ZERO);
     cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
     cfg.min_rto = us("min_rto_us", d.min_rto);
     cfg.max_rto = ms("max_rto_ms", d.max_rto);
