@@ -5,7 +5,9 @@ use std::process::Command;
 
 /// Include directories from `pkg-config --cflags-only-I libfabric`, or a clear failure.
 fn libfabric_includes() -> Vec<String> {
-    let out = Command::new("pkg-config").args(["--cflags-only-I", "libfabric"]).output();
+    let out = Command::new("pkg-config")
+        .args(["--cflags-only-I", "libfabric"])
+        .output();
     let out = match out {
         Ok(o) if o.status.success() => o,
         Ok(o) => fail(&format!(
@@ -15,12 +17,18 @@ fn libfabric_includes() -> Vec<String> {
         Err(e) => fail(&format!("cannot run pkg-config: {e}")),
     };
     let flags = String::from_utf8_lossy(&out.stdout).to_string();
-    let dirs: Vec<String> =
-        flags.split_whitespace().filter_map(|f| f.strip_prefix("-I")).map(str::to_owned).collect();
+    let dirs: Vec<String> = flags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("-I"))
+        .map(str::to_owned)
+        .collect();
     let mut search: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
     search.push(PathBuf::from("/usr/include"));
     search.push(PathBuf::from("/usr/local/include"));
-    if !search.iter().any(|d| d.join("rdma/providers/fi_prov.h").exists()) {
+    if !search
+        .iter()
+        .any(|d| d.join("rdma/providers/fi_prov.h").exists())
+    {
         fail("libfabric headers (rdma/providers/fi_prov.h) not found");
     }
     dirs
@@ -40,7 +48,10 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     let includes = libfabric_includes();
-    if let Ok(o) = Command::new("pkg-config").args(["--libs-only-L", "libfabric"]).output() {
+    if let Ok(o) = Command::new("pkg-config")
+        .args(["--libs-only-L", "libfabric"])
+        .output()
+    {
         for d in String::from_utf8_lossy(&o.stdout).split_whitespace() {
             if let Some(dir) = d.strip_prefix("-L") {
                 println!("cargo:rustc-link-search=native={dir}");

@@ -11,14 +11,19 @@ pub fn to_c(a: SocketAddrV4) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
         sin_zero: [0; 8],
     }
 }
 
 /// The Rust form of a C `sockaddr_in`.
 pub fn from_c(s: &libc::sockaddr_in) -> SocketAddrV4 {
-    SocketAddrV4::new(Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)), u16::from_be(s.sin_port))
+    SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+        u16::from_be(s.sin_port),
+    )
 }
 
 /// Read an IPv4 address from a caller buffer of `len` bytes; `None` when NULL,

@@ -39,7 +39,10 @@ impl AvCore {
     /// The address of `fi_addr`.
     pub fn addr_of(&self, fi_addr: u64) -> Option<SocketAddrV4> {
         let t = self.table.lock();
-        t.addrs.get(usize::try_from(fi_addr).ok()?).copied().flatten()
+        t.addrs
+            .get(usize::try_from(fi_addr).ok()?)
+            .copied()
+            .flatten()
     }
     /// The fi_addr of `a`, if inserted.
     pub fn fi_addr_of(&self, a: SocketAddrV4) -> Option<u64> {
@@ -58,7 +61,12 @@ impl AvCore {
     }
     fn remove(&self, fi_addr: u64) -> bool {
         let mut t = self.table.lock();
-        let Some(slot) = usize::try_from(fi_addr).ok().and_then(|i| t.addrs.get_mut(i)) else { return false };
+        let Some(slot) = usize::try_from(fi_addr)
+            .ok()
+            .and_then(|i| t.addrs.get_mut(i))
+        else {
+            return false;
+        };
         let Some(a) = slot.take() else { return false };
         if t.by_addr.get(&a) == Some(&fi_addr) {
             t.by_addr.remove(&a);
@@ -111,7 +119,9 @@ pub unsafe extern "C" fn av_open(
 ) -> c_int {
     guard::int(|| {
         // SAFETY: domain from the application; validated by get.
-        let Some(d) = (unsafe { domain::get(domain) }) else { return err::EINVAL };
+        let Some(d) = (unsafe { domain::get(domain) }) else {
+            return err::EINVAL;
+        };
         if av.is_null() {
             return err::EINVAL;
         }
@@ -127,7 +137,11 @@ pub unsafe extern "C" fn av_open(
         }
         let obj = Av {
             fid: sys::fid_av {
-                fid: sys::fid { fclass: sys::FI_CLASS_AV as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                fid: sys::fid {
+                    fclass: sys::FI_CLASS_AV as usize,
+                    context,
+                    ops: obj::ops_ptr(&FI_OPS),
+                },
                 ops: obj::ops_ptr(&OPS),
             },
             domain: d,
@@ -196,7 +210,12 @@ unsafe extern "C" fn insert(
         let mut ok = 0;
         for i in 0..count {
             // SAFETY: addr holds count packed sockaddr_in entries (FI_SOCKADDR_IN).
-            let one = unsafe { addr::read_sockaddr_in((addr as *const u8).add(i * SOCKADDR_IN_LEN).cast(), SOCKADDR_IN_LEN) };
+            let one = unsafe {
+                addr::read_sockaddr_in(
+                    (addr as *const u8).add(i * SOCKADDR_IN_LEN).cast(),
+                    SOCKADDR_IN_LEN,
+                )
+            };
             let id = match one {
                 Some(sa) if !sa.ip().is_unspecified() && sa.port() != 0 => {
                     ok += 1;
@@ -226,11 +245,24 @@ unsafe extern "C" fn insertsvc(
             return err::EINVAL;
         }
         // SAFETY: node and service are NUL-terminated strings (API contract).
-        let (n, s) = unsafe { (std::ffi::CStr::from_ptr(node), std::ffi::CStr::from_ptr(service)) };
+        let (n, s) = unsafe {
+            (
+                std::ffi::CStr::from_ptr(node),
+                std::ffi::CStr::from_ptr(service),
+            )
+        };
         let text = format!("{}:{}", n.to_string_lossy(), s.to_string_lossy());
         let resolved = std::net::ToSocketAddrs::to_socket_addrs(&text)
             .ok()
-            .and_then(|mut it| it.find_map(|a| if let std::net::SocketAddr::V4(v) = a { Some(v) } else { None }));
+            .and_then(|mut it| {
+                it.find_map(|a| {
+                    if let std::net::SocketAddr::V4(v) = a {
+                        Some(v)
+                    } else {
+                        None
+                    }
+                })
+            });
         let Some(sa) = resolved else {
             if !fi_addr.is_null() {
                 // SAFETY: one fi_addr slot.
@@ -240,7 +272,16 @@ unsafe extern "C" fn insertsvc(
         };
         let c = addr::to_c(sa);
         // SAFETY: one sockaddr_in on the stack; the rest forwarded.
-        unsafe { insert(av, (&c as *const libc::sockaddr_in).cast(), 1, fi_addr, flags, context) }
+        unsafe {
+            insert(
+                av,
+                (&c as *const libc::sockaddr_in).cast(),
+                1,
+                fi_addr,
+                flags,
+                context,
+            )
+        }
     })
 }
 
@@ -257,7 +298,12 @@ unsafe extern "C" fn insertsym(
     err::ENOSYS
 }
 
-unsafe extern "C" fn remove(av: *mut sys::fid_av, fi_addr: *mut u64, count: usize, _flags: u64) -> c_int {
+unsafe extern "C" fn remove(
+    av: *mut sys::fid_av,
+    fi_addr: *mut u64,
+    count: usize,
+    _flags: u64,
+) -> c_int {
     with(av, |a| {
         if count > 0 && fi_addr.is_null() {
             return err::EINVAL;
@@ -273,12 +319,19 @@ unsafe extern "C" fn remove(av: *mut sys::fid_av, fi_addr: *mut u64, count: usiz
     })
 }
 
-unsafe extern "C" fn lookup(av: *mut sys::fid_av, fi_addr: u64, out: *mut c_void, len: *mut usize) -> c_int {
+unsafe extern "C" fn lookup(
+    av: *mut sys::fid_av,
+    fi_addr: u64,
+    out: *mut c_void,
+    len: *mut usize,
+) -> c_int {
     with(av, |a| {
         if len.is_null() {
             return err::EINVAL;
         }
-        let Some(sa) = a.addr_of(fi_addr) else { return err::ENODATA };
+        let Some(sa) = a.addr_of(fi_addr) else {
+            return err::ENODATA;
+        };
         // SAFETY: out NULL or writable for *len bytes; len valid.
         unsafe { addr::write_sockaddr_in(sa, out, len) };
         0
@@ -300,7 +353,9 @@ unsafe extern "C" fn straddr(
             Some(sa) => format!("fi_sockaddr_in://{sa}"),
             None => "fi_addr_unknown".to_owned(),
         };
-        let Ok(c) = CString::new(text) else { return std::ptr::null() };
+        let Ok(c) = CString::new(text) else {
+            return std::ptr::null();
+        };
         let bytes = c.as_bytes_with_nul();
         // SAFETY: len is valid; buf writable for *len bytes.
         unsafe {

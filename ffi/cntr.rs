@@ -105,7 +105,9 @@ pub unsafe extern "C" fn cntr_open(
 ) -> c_int {
     guard::int(|| {
         // SAFETY: domain from the application; validated by get.
-        let Some(d) = (unsafe { domain::get(domain) }) else { return err::EINVAL };
+        let Some(d) = (unsafe { domain::get(domain) }) else {
+            return err::EINVAL;
+        };
         if cntr.is_null() {
             return err::EINVAL;
         }
@@ -118,7 +120,9 @@ pub unsafe extern "C" fn cntr_open(
                 return err::ENOSYS;
             }
         }
-        let Some(wake) = wait::Wake::new() else { return err::ENOMEM };
+        let Some(wake) = wait::Wake::new() else {
+            return err::ENOMEM;
+        };
         let core = Arc::new(CntrCore {
             count: AtomicU64::new(0),
             errs: AtomicU64::new(0),
@@ -128,7 +132,11 @@ pub unsafe extern "C" fn cntr_open(
         });
         let obj = Cntr {
             fid: sys::fid_cntr {
-                fid: sys::fid { fclass: sys::FI_CLASS_CNTR as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                fid: sys::fid {
+                    fclass: sys::FI_CLASS_CNTR as usize,
+                    context,
+                    ops: obj::ops_ptr(&FI_OPS),
+                },
                 ops: obj::ops_ptr(&OPS),
             },
             domain: d,

@@ -107,7 +107,11 @@ impl CqCore {
             match self.format {
                 FI_CQ_FORMAT_MSG => std::ptr::write_unaligned(
                     dst.cast(),
-                    sys::fi_cq_msg_entry { op_context: ctx, flags: e.flags, len: e.len },
+                    sys::fi_cq_msg_entry {
+                        op_context: ctx,
+                        flags: e.flags,
+                        len: e.len,
+                    },
                 ),
                 FI_CQ_FORMAT_DATA => std::ptr::write_unaligned(
                     dst.cast(),
@@ -166,7 +170,13 @@ impl CqCore {
 
     /// Blocking read: progress, then sleep on the endpoints' sockets until data,
     /// a signal, or `timeout_ms` (negative = forever).
-    unsafe fn sread(&self, buf: *mut c_void, count: usize, src: *mut u64, timeout_ms: c_int) -> isize {
+    unsafe fn sread(
+        &self,
+        buf: *mut c_void,
+        count: usize,
+        src: *mut u64,
+        timeout_ms: c_int,
+    ) -> isize {
         let waiter = wait::Waiter::new(timeout_ms);
         loop {
             // SAFETY: forwarded contract.
@@ -189,7 +199,9 @@ impl CqCore {
         if out.is_null() {
             return err::EINVAL as isize;
         }
-        let Some(e) = self.errq.lock().pop_front() else { return err::EAGAIN as isize };
+        let Some(e) = self.errq.lock().pop_front() else {
+            return err::EAGAIN as isize;
+        };
         // SAFETY: out is a valid fi_cq_err_entry of the layout of the app's API version.
         let o = unsafe { &mut *out };
         o.op_context = e.e.ctx as *mut c_void;
@@ -259,7 +271,9 @@ pub unsafe extern "C" fn cq_open(
 ) -> c_int {
     guard::int(|| {
         // SAFETY: domain from the application; validated by get.
-        let Some(d) = (unsafe { domain::get(domain) }) else { return err::EINVAL };
+        let Some(d) = (unsafe { domain::get(domain) }) else {
+            return err::EINVAL;
+        };
         if cq.is_null() {
             return err::EINVAL;
         }
@@ -267,14 +281,21 @@ pub unsafe extern "C" fn cq_open(
         let a = unsafe { attr.as_ref() }.copied().unwrap_or_default();
         let format = match a.format {
             FI_CQ_FORMAT_UNSPEC => FI_CQ_FORMAT_CONTEXT,
-            f @ (FI_CQ_FORMAT_CONTEXT | FI_CQ_FORMAT_MSG | FI_CQ_FORMAT_DATA | FI_CQ_FORMAT_TAGGED) => f,
+            f @ (FI_CQ_FORMAT_CONTEXT | FI_CQ_FORMAT_MSG | FI_CQ_FORMAT_DATA
+            | FI_CQ_FORMAT_TAGGED) => f,
             _ => return err::ENOSYS,
         };
         if ![FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD].contains(&a.wait_obj) {
             return err::ENOSYS;
         }
-        let Some(wake) = wait::Wake::new() else { return err::ENOMEM };
-        let depth = if a.size == 0 { 1024 } else { a.size.min(1 << 20) };
+        let Some(wake) = wait::Wake::new() else {
+            return err::ENOMEM;
+        };
+        let depth = if a.size == 0 {
+            1024
+        } else {
+            a.size.min(1 << 20)
+        };
         let core = Arc::new(CqCore {
             format,
             api_version: d.api_version,
@@ -287,7 +308,11 @@ pub unsafe extern "C" fn cq_open(
         });
         let obj = Cq {
             fid: sys::fid_cq {
-                fid: sys::fid { fclass: sys::FI_CLASS_CQ as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                fid: sys::fid {
+                    fclass: sys::FI_CLASS_CQ as usize,
+                    context,
+                    ops: obj::ops_ptr(&FI_OPS),
+                },
                 ops: obj::ops_ptr(&OPS),
             },
             domain: d,
@@ -345,12 +370,21 @@ unsafe extern "C" fn read(cq: *mut sys::fid_cq, buf: *mut c_void, count: usize) 
     with_cq(cq, |c| unsafe { c.read(buf, count, std::ptr::null_mut()) })
 }
 
-unsafe extern "C" fn readfrom(cq: *mut sys::fid_cq, buf: *mut c_void, count: usize, src: *mut u64) -> isize {
+unsafe extern "C" fn readfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut u64,
+) -> isize {
     // SAFETY: buf holds count entries, src count fi_addrs (API contract).
     with_cq(cq, |c| unsafe { c.read(buf, count, src) })
 }
 
-unsafe extern "C" fn readerr(cq: *mut sys::fid_cq, buf: *mut sys::fi_cq_err_entry, _flags: u64) -> isize {
+unsafe extern "C" fn readerr(
+    cq: *mut sys::fid_cq,
+    buf: *mut sys::fi_cq_err_entry,
+    _flags: u64,
+) -> isize {
     // SAFETY: buf is the app's error entry (API contract).
     with_cq(cq, |c| unsafe { c.readerr(buf) })
 }
@@ -363,7 +397,9 @@ unsafe extern "C" fn sread(
     timeout: c_int,
 ) -> isize {
     // SAFETY: as read.
-    with_cq(cq, |c| unsafe { c.sread(buf, count, std::ptr::null_mut(), timeout) })
+    with_cq(cq, |c| unsafe {
+        c.sread(buf, count, std::ptr::null_mut(), timeout)
+    })
 }
 
 unsafe extern "C" fn sreadfrom(

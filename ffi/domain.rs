@@ -55,7 +55,9 @@ pub unsafe extern "C" fn domain_open(
 ) -> c_int {
     guard::int(|| {
         // SAFETY: fabric comes from the application; get validates it.
-        let Some(f) = (unsafe { obj::get::<Fabric>(obj::fid_of(fabric)) }) else { return err::EINVAL };
+        let Some(f) = (unsafe { obj::get::<Fabric>(obj::fid_of(fabric)) }) else {
+            return err::EINVAL;
+        };
         if dom.is_null() || info.is_null() {
             return err::EINVAL;
         }
@@ -63,7 +65,11 @@ pub unsafe extern "C" fn domain_open(
         let av_type = unsafe { (*info).domain_attr.as_ref() }.map_or(FI_AV_TABLE, |d| d.av_type);
         let d = Domain {
             fid: sys::fid_domain {
-                fid: sys::fid { fclass: sys::FI_CLASS_DOMAIN as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                fid: sys::fid {
+                    fclass: sys::FI_CLASS_DOMAIN as usize,
+                    context,
+                    ops: obj::ops_ptr(&FI_OPS),
+                },
                 ops: obj::ops_ptr(&OPS),
                 mr: obj::ops_ptr(&mr::MR_OPS),
             },
@@ -128,7 +134,11 @@ unsafe extern "C" fn scalable_ep(
 ) -> c_int {
     err::ENOSYS
 }
-unsafe extern "C" fn poll_open(_: *mut sys::fid_domain, _: *mut sys::fi_poll_attr, _: *mut *mut sys::fid_poll) -> c_int {
+unsafe extern "C" fn poll_open(
+    _: *mut sys::fid_domain,
+    _: *mut sys::fi_poll_attr,
+    _: *mut *mut sys::fid_poll,
+) -> c_int {
     err::ENOSYS
 }
 unsafe extern "C" fn stx_ctx(

@@ -11,7 +11,16 @@ use crate::consts::*;
 use crate::domain::{self, Domain};
 use crate::ep_state::{EpSetup, EpState};
 use crate::obj::{self, FiObject};
-use crate::{addr, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, getinfo, guard, iface, limits, nosys, params, sys};
+use crate::{
+    addr, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, getinfo, guard, iface, limits, nosys,
+    params, sys,
+};
+
+// CQs and counters of one thread may progress endpoints used by another.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<EpCore>();
+};
 
 /// The part of an endpoint CQs and counters hold on to (to progress it).
 pub struct EpCore {
@@ -66,7 +75,7 @@ pub unsafe fn get<'a, F>(p: *mut F) -> Option<&'a Ep> {
 }
 
 /// Run `f` on the locked state of endpoint `ep` (EINVAL if not ours).
-pub fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> isize) -> isize {
+pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> isize) -> isize {
     guard::ssize(|| {
         // SAFETY: ep from the application; validated by get.
         match unsafe { get(ep) } {
@@ -85,14 +94,17 @@ pub unsafe extern "C" fn endpoint_open(
 ) -> c_int {
     guard::int(|| {
         // SAFETY: domain from the application; validated by get.
-        let Some(d) = (unsafe { domain::get(domain) }) else { return err::EINVAL };
+        let Some(d) = (unsafe { domain::get(domain) }) else {
+            return err::EINVAL;
+        };
         if ep.is_null() || info.is_null() {
             return err::EINVAL;
         }
         // SAFETY: info is a valid fi_info; its sub-attributes NULL or valid.
         let i = unsafe { &*info };
         // SAFETY: as above.
-        let (ep_attr, tx, rx) = unsafe { (i.ep_attr.as_ref(), i.tx_attr.as_ref(), i.rx_attr.as_ref()) };
+        let (ep_attr, tx, rx) =
+            unsafe { (i.ep_attr.as_ref(), i.tx_attr.as_ref(), i.rx_attr.as_ref()) };
         let ep_type = ep_attr.map_or(FI_EP_RDM, |a| a.type_);
         if ep_type != FI_EP_RDM && ep_type != FI_EP_DGRAM {
             return err::EINVAL;
@@ -106,8 +118,14 @@ pub unsafe extern "C" fn endpoint_open(
             Some(a) => SocketAddrV4::new(chosen.ip, a.port()),
             None => SocketAddrV4::new(chosen.ip, default_port),
         };
-        let nic = if *at.ip() == chosen.ip { Some(chosen) } else { iface::owning(*at.ip()) };
-        let Some(nic) = nic else { return err::EADDRNOTAVAIL };
+        let nic = if *at.ip() == chosen.ip {
+            Some(chosen)
+        } else {
+            iface::owning(*at.ip())
+        };
+        let Some(nic) = nic else {
+            return err::EADDRNOTAVAIL;
+        };
         let max_datagram = iface::max_datagram(&nic);
         let lim = limits::for_datagram(max_datagram);
         let paths = params::int_or("paths", 8, 1, 64) as usize;
@@ -117,7 +135,11 @@ pub unsafe extern "C" fn endpoint_open(
             Ok(s) => s,
             Err(e) => return e,
         };
-        let max_msg = if ep_type == FI_EP_DGRAM { lim.dgram_max_msg } else { lim.rdm_max_msg };
+        let max_msg = if ep_type == FI_EP_DGRAM {
+            lim.dgram_max_msg
+        } else {
+            lim.rdm_max_msg
+        };
         let setup = EpSetup {
             ep_type,
             tx_flags: tx.map_or(0, |t| t.op_flags),
@@ -126,10 +148,16 @@ pub unsafe extern "C" fn endpoint_open(
             inject_size: lim.inject_size.min(max_msg),
             directed_recv: (i.caps | rx.map_or(0, |r| r.caps)) & FI_DIRECTED_RECV != 0,
         };
-        let core = Arc::new(EpCore { state: Mutex::new(EpState::new(setup, socks)) });
+        let core = Arc::new(EpCore {
+            state: Mutex::new(EpState::new(setup, socks)),
+        });
         let obj = Ep {
             fid: sys::fid_ep {
-                fid: sys::fid { fclass: sys::FI_CLASS_EP as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                fid: sys::fid {
+                    fclass: sys::FI_CLASS_EP as usize,
+                    context,
+                    ops: obj::ops_ptr(&FI_OPS),
+                },
                 ops: obj::ops_ptr(&ep_ops::EP_OPS),
                 cm: obj::ops_ptr(&ep_ops::CM_OPS),
                 msg: obj::ops_ptr(&ep_msg::MSG_OPS),
@@ -166,7 +194,9 @@ pub unsafe extern "C" fn endpoint_open2(
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     guard::int(|| {
         // SAFETY: fid from the application; take validates it.
-        let Some(e) = (unsafe { obj::take::<Ep>(fid) }) else { return err::EINVAL };
+        let Some(e) = (unsafe { obj::take::<Ep>(fid) }) else {
+            return err::EINVAL;
+        };
         // Take the bindings out under the lock, then detach without holding it
         // (CQ readers lock their endpoint list first, then an endpoint).
         let (cqs, cntrs, av, eq) = {
@@ -201,7 +231,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     guard::int(|| {
         // SAFETY: fid from the application; validated by get.
-        let Some(e) = (unsafe { get(fid) }) else { return err::EINVAL };
+        let Some(e) = (unsafe { get(fid) }) else {
+            return err::EINVAL;
+        };
         // SAFETY: bfid from the application; each get validates its own class.
         if let Some(c) = unsafe { cq::get(bfid) } {
             if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
@@ -274,7 +306,9 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
 unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_void) -> c_int {
     guard::int(|| {
         // SAFETY: fid from the application; validated by get.
-        let Some(e) = (unsafe { get(fid) }) else { return err::EINVAL };
+        let Some(e) = (unsafe { get(fid) }) else {
+            return err::EINVAL;
+        };
         let mut st = e.core.state.lock();
         match command as u32 {
             sys::FI_ENABLE => match st.enable() {

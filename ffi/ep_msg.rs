@@ -23,7 +23,10 @@ pub static MSG_OPS: sys::fi_ops_msg = sys::fi_ops_msg {
 
 /// One iovec for a contiguous buffer.
 pub fn iov1(buf: *const c_void, len: usize) -> libc::iovec {
-    libc::iovec { iov_base: buf as *mut c_void, iov_len: len }
+    libc::iovec {
+        iov_base: buf as *mut c_void,
+        iov_len: len,
+    }
 }
 
 unsafe extern "C" fn recv(
@@ -60,9 +63,20 @@ unsafe extern "C" fn recvv(
 unsafe extern "C" fn recvmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
     with_state(ep, |st| {
         // SAFETY: msg NULL or valid.
-        let Some(m) = (unsafe { msg.as_ref() }) else { return err::EINVAL as isize };
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return err::EINVAL as isize;
+        };
         // SAFETY: m.msg_iov holds iov_count entries valid until completion.
-        unsafe { st.post_recv(m.msg_iov.cast(), m.iov_count, m.addr, None, m.context as u64, flags) }
+        unsafe {
+            st.post_recv(
+                m.msg_iov.cast(),
+                m.iov_count,
+                m.addr,
+                None,
+                m.context as u64,
+                flags,
+            )
+        }
     })
 }
 
@@ -93,25 +107,56 @@ unsafe extern "C" fn sendv(
     with_state(ep, |st| {
         let flags = *st.op_flags(false);
         // SAFETY: iov holds count entries valid until completion.
-        unsafe { st.post_send(iov.cast(), count, dest, None, None, context as u64, flags, true) }
+        unsafe {
+            st.post_send(
+                iov.cast(),
+                count,
+                dest,
+                None,
+                None,
+                context as u64,
+                flags,
+                true,
+            )
+        }
     })
 }
 
 unsafe extern "C" fn sendmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
     with_state(ep, |st| {
         // SAFETY: msg NULL or valid.
-        let Some(m) = (unsafe { msg.as_ref() }) else { return err::EINVAL as isize };
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return err::EINVAL as isize;
+        };
         let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
         // SAFETY: m.msg_iov holds iov_count entries valid until completion (or
         // until return with FI_INJECT).
-        unsafe { st.post_send(m.msg_iov.cast(), m.iov_count, m.addr, None, data, m.context as u64, flags, true) }
+        unsafe {
+            st.post_send(
+                m.msg_iov.cast(),
+                m.iov_count,
+                m.addr,
+                None,
+                data,
+                m.context as u64,
+                flags,
+                true,
+            )
+        }
     })
 }
 
-unsafe extern "C" fn inject(ep: *mut sys::fid_ep, buf: *const c_void, len: usize, dest: u64) -> isize {
+unsafe extern "C" fn inject(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: u64,
+) -> isize {
     let v = iov1(buf, len);
     // SAFETY: buf valid for len bytes during the call; FI_INJECT copies it now.
-    with_state(ep, |st| unsafe { st.post_send(&v, 1, dest, None, None, 0, FI_INJECT, false) })
+    with_state(ep, |st| unsafe {
+        st.post_send(&v, 1, dest, None, None, 0, FI_INJECT, false)
+    })
 }
 
 unsafe extern "C" fn senddata(
@@ -131,8 +176,16 @@ unsafe extern "C" fn senddata(
     })
 }
 
-unsafe extern "C" fn injectdata(ep: *mut sys::fid_ep, buf: *const c_void, len: usize, data: u64, dest: u64) -> isize {
+unsafe extern "C" fn injectdata(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: u64,
+) -> isize {
     let v = iov1(buf, len);
     // SAFETY: buf valid during the call; FI_INJECT copies it now.
-    with_state(ep, |st| unsafe { st.post_send(&v, 1, dest, None, Some(data), 0, FI_INJECT, false) })
+    with_state(ep, |st| unsafe {
+        st.post_send(&v, 1, dest, None, Some(data), 0, FI_INJECT, false)
+    })
 }

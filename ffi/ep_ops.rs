@@ -35,10 +35,22 @@ pub static CM_OPS: sys::fi_ops_cm = sys::fi_ops_cm {
 };
 
 unsafe extern "C" fn cancel(fid: sys::fid_t, context: *mut c_void) -> isize {
-    with_state(fid as *mut sys::fid_ep, |st| if st.cancel(context as u64) { 0 } else { err::ENOENT as isize })
+    with_state(fid as *mut sys::fid_ep, |st| {
+        if st.cancel(context as u64) {
+            0
+        } else {
+            err::ENOENT as isize
+        }
+    })
 }
 
-unsafe extern "C" fn getopt(fid: sys::fid_t, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+unsafe extern "C" fn getopt(
+    fid: sys::fid_t,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut usize,
+) -> c_int {
     with_state(fid as *mut sys::fid_ep, |st| {
         if level != sys::FI_OPT_ENDPOINT as c_int {
             return err::ENOPROTOOPT as isize;
@@ -62,7 +74,13 @@ unsafe extern "C" fn getopt(fid: sys::fid_t, level: c_int, name: c_int, val: *mu
     }) as c_int
 }
 
-unsafe extern "C" fn setopt(fid: sys::fid_t, level: c_int, name: c_int, val: *const c_void, len: usize) -> c_int {
+unsafe extern "C" fn setopt(
+    fid: sys::fid_t,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: usize,
+) -> c_int {
     with_state(fid as *mut sys::fid_ep, |st| {
         if level != sys::FI_OPT_ENDPOINT as c_int || name != sys::FI_OPT_MIN_MULTI_RECV as c_int {
             // CUDA/HMEM and vendor options: not ours.
@@ -118,9 +136,13 @@ unsafe extern "C" fn getname(fid: sys::fid_t, out: *mut c_void, len: *mut usize)
 unsafe extern "C" fn setname(fid: sys::fid_t, a: *mut c_void, len: usize) -> c_int {
     guard::int(|| {
         // SAFETY: a NULL or readable for len bytes.
-        let Some(want) = (unsafe { addr::read_sockaddr_in(a, len) }) else { return err::EINVAL };
+        let Some(want) = (unsafe { addr::read_sockaddr_in(a, len) }) else {
+            return err::EINVAL;
+        };
         // SAFETY: fid from the application; validated by get.
-        let Some(e) = (unsafe { ep::get(fid) }) else { return err::EINVAL };
+        let Some(e) = (unsafe { ep::get(fid) }) else {
+            return err::EINVAL;
+        };
         let mut st = e.core.state.lock();
         if st.enabled() {
             return err::EOPBADSTATE;

@@ -114,7 +114,12 @@ impl EpState {
     /// One line of counters for the log (driver and SRD core).
     pub fn summary(&self) -> String {
         match &self.run {
-            Some(r) => format!("endpoint {}: io {:?}; srd {:?}", self.local, r.io.stats, r.engine.srd_stats()),
+            Some(r) => format!(
+                "endpoint {}: io {:?}; srd {:?}",
+                self.local,
+                r.io.stats,
+                r.engine.srd_stats()
+            ),
             None => format!("endpoint {}: never enabled", self.local),
         }
     }
@@ -140,7 +145,11 @@ impl EpState {
 
     /// When the engine next needs a timer run, ns.
     pub fn next_timer_ns(&self) -> Option<u64> {
-        self.run.as_ref()?.engine.poll_timeout().map(|t| t.as_nanos())
+        self.run
+            .as_ref()?
+            .engine
+            .poll_timeout()
+            .map(|t| t.as_nanos())
     }
 
     /// Rebind before enable (`fi_setname`).
@@ -170,8 +179,14 @@ impl EpState {
         if self.run.is_some() {
             return Ok(());
         }
-        let Some(socks) = self.socks.take() else { return Err(err::EOPBADSTATE as isize) };
-        let mode = if self.setup.ep_type == FI_EP_DGRAM { EpMode::Dgram } else { EpMode::Rdm };
+        let Some(socks) = self.socks.take() else {
+            return Err(err::EOPBADSTATE as isize);
+        };
+        let mode = if self.setup.ep_type == FI_EP_DGRAM {
+            EpMode::Dgram
+        } else {
+            EpMode::Rdm
+        };
         let cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
         log::info(&format!(
             "endpoint {} ({:?}): {} paths, max datagram {} B, epoch {:#x}",
@@ -200,7 +215,10 @@ impl EpState {
     /// The engine peer of `fi_addr`.
     fn peer_of(&mut self, fi_addr: u64) -> Result<PeerId, Errno> {
         self.check_cache();
-        if let Some(Some(p)) = usize::try_from(fi_addr).ok().and_then(|i| self.to_peer.get(i)) {
+        if let Some(Some(p)) = usize::try_from(fi_addr)
+            .ok()
+            .and_then(|i| self.to_peer.get(i))
+        {
             return Ok(*p);
         }
         let av = self.av.as_ref().ok_or(err::EINVAL as isize)?;
@@ -222,8 +240,12 @@ impl EpState {
         if let Some(a) = self.to_fi_addr.get(&p) {
             return *a;
         }
-        let Some(run) = &self.run else { return FI_ADDR_NOTAVAIL };
-        let Some(SocketAddr::V4(sa)) = run.engine.peer_addr(p) else { return FI_ADDR_NOTAVAIL };
+        let Some(run) = &self.run else {
+            return FI_ADDR_NOTAVAIL;
+        };
+        let Some(SocketAddr::V4(sa)) = run.engine.peer_addr(p) else {
+            return FI_ADDR_NOTAVAIL;
+        };
         match self.av.as_ref().and_then(|av| av.fi_addr_of(sa)) {
             Some(a) => {
                 self.to_fi_addr.insert(p, a);
@@ -259,12 +281,17 @@ impl EpState {
             Err(e) => return e,
         };
         // SAFETY: forwarded contract on iov/count.
-        let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else { return err::EINVAL as isize };
+        let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else {
+            return err::EINVAL as isize;
+        };
         let buf = if flags & FI_INJECT != 0 {
             if buf.len() > self.setup.inject_size {
                 return err::EMSGSIZE as isize;
             }
-            let mut v = self.inject_pool.pop().unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
+            let mut v = self
+                .inject_pool
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
             v.resize(buf.len(), 0);
             buf.read_at(0, &mut v);
             FfiBuf::Owned(v)
@@ -287,7 +314,9 @@ impl EpState {
             // FI_INJECT_COMPLETE asks for the early completion.
             delivery_complete: flags & FI_INJECT_COMPLETE == 0,
         };
-        let Some(run) = &mut self.run else { return err::EOPBADSTATE as isize };
+        let Some(run) = &mut self.run else {
+            return err::EOPBADSTATE as isize;
+        };
         let rc = run.engine.post_send(op);
         self.progress();
         op_result(rc)
@@ -319,7 +348,9 @@ impl EpState {
             }
         };
         // SAFETY: forwarded contract on iov/count.
-        let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else { return err::EINVAL as isize };
+        let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else {
+            return err::EINVAL as isize;
+        };
         let rflags = RecvFlags {
             peek: flags & FI_PEEK != 0,
             claim: flags & FI_CLAIM != 0,
@@ -330,8 +361,17 @@ impl EpState {
             self.multi_bases.insert(context, buf.base() as usize);
         }
         let report = !self.rx_selective || flags & FI_COMPLETION != 0;
-        let op = RecvOp { src, buf, tag, context, flags: rflags, report };
-        let Some(run) = &mut self.run else { return err::EOPBADSTATE as isize };
+        let op = RecvOp {
+            src,
+            buf,
+            tag,
+            context,
+            flags: rflags,
+            report,
+        };
+        let Some(run) = &mut self.run else {
+            return err::EOPBADSTATE as isize;
+        };
         let rc = run.engine.post_recv(op);
         if rc.is_err() && rflags.multi_recv {
             self.multi_bases.remove(&context);
@@ -342,7 +382,9 @@ impl EpState {
 
     /// `fi_cancel`: true if an operation with `context` was found.
     pub fn cancel(&mut self, context: u64) -> bool {
-        let Some(run) = &mut self.run else { return false };
+        let Some(run) = &mut self.run else {
+            return false;
+        };
         let found = run.engine.cancel(context);
         self.progress();
         found
@@ -354,7 +396,9 @@ impl EpState {
         let now = clock::now();
         for _ in 0..RX_ROUNDS {
             let engine = &mut run.engine;
-            let n = run.io.recv(|from, bytes| engine.handle_datagram(now, from, bytes));
+            let n = run
+                .io
+                .recv(|from, bytes| engine.handle_datagram(now, from, bytes));
             if n == 0 {
                 break;
             }
@@ -395,8 +439,20 @@ impl EpState {
                 self.inject_pool.push(v);
             }
         }
-        let e = Entry { ctx: c.context, flags, len: c.len, buf, data: c.data.unwrap_or(0), tag: c.tag, src };
-        let (cq, cntr) = if send { (&self.tx_cq, &self.tx_cntr) } else { (&self.rx_cq, &self.rx_cntr) };
+        let e = Entry {
+            ctx: c.context,
+            flags,
+            len: c.len,
+            buf,
+            data: c.data.unwrap_or(0),
+            tag: c.tag,
+            src,
+        };
+        let (cq, cntr) = if send {
+            (&self.tx_cq, &self.tx_cntr)
+        } else {
+            (&self.rx_cq, &self.rx_cntr)
+        };
         match c.error {
             None => {
                 if let Some(k) = cntr {
@@ -419,7 +475,11 @@ impl EpState {
                     CompError::PeerUnreachable => err::POS_EHOSTUNREACH,
                 };
                 if let Some(q) = cq {
-                    q.push_err(ErrEntry { e, olen: c.olen, err });
+                    q.push_err(ErrEntry {
+                        e,
+                        olen: c.olen,
+                        err,
+                    });
                 }
             }
         }
@@ -439,8 +499,12 @@ fn op_result(rc: Result<(), OpError>) -> Errno {
 fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) -> Config {
     let mut cfg = Config::new(mode, SocketAddr::V4(local));
     let d = Config::new(mode, SocketAddr::V4(local));
-    let ms = |name: &str, def: Duration| Duration::from_millis(params::int_or(name, def.as_millis() as i64, 1, 86_400_000) as u64);
-    let us = |name: &str, def: Duration| Duration::from_micros(params::int_or(name, def.as_micros() as i64, 0, 60_000_000) as u64);
+    let ms = |name: &str, def: Duration| {
+        Duration::from_millis(params::int_or(name, def.as_millis() as i64, 1, 86_400_000) as u64)
+    };
+    let us = |name: &str, def: Duration| {
+        Duration::from_micros(params::int_or(name, def.as_micros() as i64, 0, 60_000_000) as u64)
+    };
     cfg.paths = paths.clamp(1, 64) as u8;
     cfg.max_datagram = max_datagram;
     cfg.unreachable_timeout = ms("unreachable_timeout_ms", d.unreachable_timeout);
@@ -454,8 +518,10 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
     cfg.min_rto = us("min_rto_us", d.min_rto);
     cfg.max_rto = ms("max_rto_ms", d.max_rto);
-    cfg.initial_window = params::int_or("initial_window", i64::from(d.initial_window), 1, 1 << 20) as u32;
-    cfg.max_unexpected_bytes = params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
+    cfg.initial_window =
+        params::int_or("initial_window", i64::from(d.initial_window), 1, 1 << 20) as u32;
+    cfg.max_unexpected_bytes =
+        params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
     let (epoch, seed) = epoch_and_seed();
     cfg.epoch = epoch;
@@ -467,7 +533,9 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
 /// 256 ms steps in the high 28 bits, 4 random bits to split restarts within a
 /// step) and an RNG seed.
 fn epoch_and_seed() -> (u32, u64) {
-    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     let ms = wall.as_millis() as u64;
     // SAFETY: getpid has no preconditions.
     let pid = u64::from(unsafe { libc::getpid() } as u32);

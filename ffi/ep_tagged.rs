@@ -54,18 +54,42 @@ unsafe extern "C" fn trecvv(
     with_state(ep, |st| {
         let flags = *st.op_flags(true);
         // SAFETY: iov holds count entries valid until completion.
-        unsafe { st.post_recv(iov.cast(), count, src, Some((tag, ignore)), context as u64, flags) }
+        unsafe {
+            st.post_recv(
+                iov.cast(),
+                count,
+                src,
+                Some((tag, ignore)),
+                context as u64,
+                flags,
+            )
+        }
     })
 }
 
-unsafe extern "C" fn trecvmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg_tagged, flags: u64) -> isize {
+unsafe extern "C" fn trecvmsg(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg_tagged,
+    flags: u64,
+) -> isize {
     with_state(ep, |st| {
         // SAFETY: msg NULL or valid.
-        let Some(m) = (unsafe { msg.as_ref() }) else { return err::EINVAL as isize };
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return err::EINVAL as isize;
+        };
         // A peek, or a claim/discard of a peeked message, may come without buffers.
         let count = if m.msg_iov.is_null() { 0 } else { m.iov_count };
         // SAFETY: m.msg_iov holds iov_count entries valid until completion.
-        unsafe { st.post_recv(m.msg_iov.cast(), count, m.addr, Some((m.tag, m.ignore)), m.context as u64, flags) }
+        unsafe {
+            st.post_recv(
+                m.msg_iov.cast(),
+                count,
+                m.addr,
+                Some((m.tag, m.ignore)),
+                m.context as u64,
+                flags,
+            )
+        }
     })
 }
 
@@ -100,24 +124,60 @@ unsafe extern "C" fn tsendv(
     with_state(ep, |st| {
         let flags = *st.op_flags(false);
         // SAFETY: iov holds count entries valid until completion.
-        unsafe { st.post_send(iov.cast(), count, dest, Some(tag), None, context as u64, flags, true) }
+        unsafe {
+            st.post_send(
+                iov.cast(),
+                count,
+                dest,
+                Some(tag),
+                None,
+                context as u64,
+                flags,
+                true,
+            )
+        }
     })
 }
 
-unsafe extern "C" fn tsendmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg_tagged, flags: u64) -> isize {
+unsafe extern "C" fn tsendmsg(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg_tagged,
+    flags: u64,
+) -> isize {
     with_state(ep, |st| {
         // SAFETY: msg NULL or valid.
-        let Some(m) = (unsafe { msg.as_ref() }) else { return err::EINVAL as isize };
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return err::EINVAL as isize;
+        };
         let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
         // SAFETY: m.msg_iov holds iov_count entries valid until completion (or return with FI_INJECT).
-        unsafe { st.post_send(m.msg_iov.cast(), m.iov_count, m.addr, Some(m.tag), data, m.context as u64, flags, true) }
+        unsafe {
+            st.post_send(
+                m.msg_iov.cast(),
+                m.iov_count,
+                m.addr,
+                Some(m.tag),
+                data,
+                m.context as u64,
+                flags,
+                true,
+            )
+        }
     })
 }
 
-unsafe extern "C" fn tinject(ep: *mut sys::fid_ep, buf: *const c_void, len: usize, dest: u64, tag: u64) -> isize {
+unsafe extern "C" fn tinject(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: u64,
+    tag: u64,
+) -> isize {
     let v = iov1(buf, len);
     // SAFETY: buf valid during the call; FI_INJECT copies it now.
-    with_state(ep, |st| unsafe { st.post_send(&v, 1, dest, Some(tag), None, 0, FI_INJECT, false) })
+    with_state(ep, |st| unsafe {
+        st.post_send(&v, 1, dest, Some(tag), None, 0, FI_INJECT, false)
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -135,7 +195,18 @@ unsafe extern "C" fn tsenddata(
     with_state(ep, |st| {
         let flags = *st.op_flags(false) | FI_REMOTE_CQ_DATA;
         // SAFETY: buf valid until completion.
-        unsafe { st.post_send(&v, 1, dest, Some(tag), Some(data), context as u64, flags, true) }
+        unsafe {
+            st.post_send(
+                &v,
+                1,
+                dest,
+                Some(tag),
+                Some(data),
+                context as u64,
+                flags,
+                true,
+            )
+        }
     })
 }
 
@@ -149,5 +220,7 @@ unsafe extern "C" fn tinjectdata(
 ) -> isize {
     let v = iov1(buf, len);
     // SAFETY: buf valid during the call; FI_INJECT copies it now.
-    with_state(ep, |st| unsafe { st.post_send(&v, 1, dest, Some(tag), Some(data), 0, FI_INJECT, false) })
+    with_state(ep, |st| unsafe {
+        st.post_send(&v, 1, dest, Some(tag), Some(data), 0, FI_INJECT, false)
+    })
 }

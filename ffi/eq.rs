@@ -14,11 +14,24 @@ use crate::obj::{self, FiObject};
 use crate::refs::Refs;
 use crate::{guard, nosys, sys, wait};
 
+/// An error event (pointers kept as integers so the queue is `Send`).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct EqErr {
+    /// The fid the error is about.
+    pub fid: usize,
+    /// Its context.
+    pub context: usize,
+    /// Event data.
+    pub data: u64,
+    /// Positive FI_E* code.
+    pub err: i32,
+}
+
 /// Shared state of an EQ.
 #[derive(Default)]
 pub struct EqCore {
     events: Mutex<VecDeque<(u32, Vec<u8>)>>,
-    errors: Mutex<VecDeque<sys::fi_eq_err_entry>>,
+    errors: Mutex<VecDeque<EqErr>>,
     /// Bindings that keep it from closing.
     pub bound: Refs,
 }
@@ -60,7 +73,9 @@ pub unsafe extern "C" fn eq_open(
 ) -> c_int {
     guard::int(|| {
         // SAFETY: fabric from the application; validated by get.
-        let Some(f) = (unsafe { obj::get::<Fabric>(obj::fid_of(fabric)) }) else { return err::EINVAL };
+        let Some(f) = (unsafe { obj::get::<Fabric>(obj::fid_of(fabric)) }) else {
+            return err::EINVAL;
+        };
         if eq.is_null() {
             return err::EINVAL;
         }
@@ -70,10 +85,16 @@ pub unsafe extern "C" fn eq_open(
                 return err::ENOSYS;
             }
         }
-        let Some(wake) = wait::Wake::new() else { return err::ENOMEM };
+        let Some(wake) = wait::Wake::new() else {
+            return err::ENOMEM;
+        };
         let obj = Eq {
             fid: sys::fid_eq {
-                fid: sys::fid { fclass: sys::FI_CLASS_EQ as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+                fid: sys::fid {
+                    fclass: sys::FI_CLASS_EQ as usize,
+                    context,
+                    ops: obj::ops_ptr(&FI_OPS),
+                },
                 ops: obj::ops_ptr(&OPS),
             },
             fabric: f,
@@ -128,7 +149,9 @@ unsafe fn read_one(e: &Eq, event: *mut u32, buf: *mut c_void, len: usize, flags:
         return err::EAVAIL as isize;
     }
     let mut q = e.core.events.lock();
-    let Some((ev, data)) = q.front() else { return err::EAGAIN as isize };
+    let Some((ev, data)) = q.front() else {
+        return err::EAGAIN as isize;
+    };
     if len < data.len() || (buf.is_null() && !data.is_empty()) {
         return err::ETOOSMALL as isize;
     }
@@ -146,7 +169,13 @@ unsafe fn read_one(e: &Eq, event: *mut u32, buf: *mut c_void, len: usize, flags:
     n
 }
 
-unsafe extern "C" fn read(eq: *mut sys::fid_eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize {
+unsafe extern "C" fn read(
+    eq: *mut sys::fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+) -> isize {
     // SAFETY: API contract on event/buf/len.
     with(eq, |e| unsafe { read_one(e, event, buf, len, flags) })
 }
@@ -171,15 +200,31 @@ unsafe extern "C" fn sread(
     })
 }
 
-unsafe extern "C" fn readerr(eq: *mut sys::fid_eq, buf: *mut sys::fi_eq_err_entry, flags: u64) -> isize {
+unsafe extern "C" fn readerr(
+    eq: *mut sys::fid_eq,
+    buf: *mut sys::fi_eq_err_entry,
+    flags: u64,
+) -> isize {
     with(eq, |e| {
         if buf.is_null() {
             return err::EINVAL as isize;
         }
         let mut q = e.core.errors.lock();
-        let Some(ent) = q.front().copied() else { return err::EAGAIN as isize };
+        let Some(ent) = q.front().copied() else {
+            return err::EAGAIN as isize;
+        };
         // SAFETY: buf is a valid fi_eq_err_entry.
-        unsafe { *buf = ent };
+        unsafe {
+            *buf = sys::fi_eq_err_entry {
+                fid: ent.fid as sys::fid_t,
+                context: ent.context as *mut c_void,
+                data: ent.data,
+                err: ent.err,
+                prov_errno: ent.err,
+                err_data: std::ptr::null_mut(),
+                err_data_size: 0,
+            }
+        };
         if flags & FI_PEEK == 0 {
             q.pop_front();
         }
@@ -187,7 +232,13 @@ unsafe extern "C" fn readerr(eq: *mut sys::fid_eq, buf: *mut sys::fi_eq_err_entr
     })
 }
 
-unsafe extern "C" fn write(eq: *mut sys::fid_eq, event: u32, buf: *const c_void, len: usize, _flags: u64) -> isize {
+unsafe extern "C" fn write(
+    eq: *mut sys::fid_eq,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+    _flags: u64,
+) -> isize {
     with(eq, |e| {
         if buf.is_null() && len > 0 {
             return err::EINVAL as isize;

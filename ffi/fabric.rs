@@ -51,11 +51,18 @@ pub unsafe extern "C" fn fabric_open(
         if !a.name.is_null() {
             // SAFETY: non-null attribute strings are NUL-terminated.
             let n = unsafe { std::ffi::CStr::from_ptr(a.name) };
-            if !n.to_bytes().eq_ignore_ascii_case(prov::FABRIC_NAME.as_bytes()) {
+            if !n
+                .to_bytes()
+                .eq_ignore_ascii_case(prov::FABRIC_NAME.as_bytes())
+            {
                 return err::EINVAL;
             }
         }
-        let api_version = if a.api_version != 0 { a.api_version } else { prov::api_version() };
+        let api_version = if a.api_version != 0 {
+            a.api_version
+        } else {
+            prov::api_version()
+        };
         let f = Fabric {
             fid: sys::fid_fabric {
                 fid: sys::fid {

@@ -86,7 +86,8 @@ pub unsafe extern "C" fn getinfo(
         let (node, service) = unsafe { (opt_str(node), opt_str(service)) };
         // SAFETY: hints is NULL or a valid fi_info in the running core's layout.
         let hints = unsafe { hints.as_ref() };
-        let offers = match build_offers(version, node.as_deref(), service.as_deref(), flags, hints) {
+        let offers = match build_offers(version, node.as_deref(), service.as_deref(), flags, hints)
+        {
             Ok(o) => o,
             Err(e) => return e,
         };
@@ -124,12 +125,18 @@ unsafe fn opt_str(p: *const c_char) -> Option<String> {
 }
 
 /// Resolve `node`/`service` to an IPv4 socket address.
-fn resolve(node: Option<&str>, service: Option<&str>, default_ip: Ipv4Addr) -> Result<SocketAddrV4, i32> {
+fn resolve(
+    node: Option<&str>,
+    service: Option<&str>,
+    default_ip: Ipv4Addr,
+) -> Result<SocketAddrV4, i32> {
     let port = match service {
         Some(s) => s.trim().parse::<u16>().map_err(|_| err::ENODATA)?,
         None => 0,
     };
-    let Some(node) = node else { return Ok(SocketAddrV4::new(default_ip, port)) };
+    let Some(node) = node else {
+        return Ok(SocketAddrV4::new(default_ip, port));
+    };
     if let Ok(ip) = node.parse::<Ipv4Addr>() {
         return Ok(SocketAddrV4::new(ip, port));
     }
@@ -289,7 +296,8 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             o.threading = d.threading;
         }
         if ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.control_progress)
-            || ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.data_progress)
+            || ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO]
+                .contains(&d.data_progress)
         {
             return false;
         }
@@ -372,7 +380,9 @@ fn name_matches(p: *const c_char, ours: &str) -> bool {
 
 /// A malloc'd copy of `s` (freed by fi_freeinfo).
 fn c_dup(s: &str) -> *mut c_char {
-    let Ok(c) = CString::new(s) else { return std::ptr::null_mut() };
+    let Ok(c) = CString::new(s) else {
+        return std::ptr::null_mut();
+    };
     // SAFETY: c is a valid C string; strdup returns malloc'd memory or NULL.
     unsafe { libc::strdup(c.as_ptr()) }
 }
@@ -396,18 +406,31 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
             sys::fi_freeinfo(p);
             return std::ptr::null_mut();
         }
-        let (tx, rx, ep, dom, fab) =
-            (&mut *i.tx_attr, &mut *i.rx_attr, &mut *i.ep_attr, &mut *i.domain_attr, &mut *i.fabric_attr);
+        let (tx, rx, ep, dom, fab) = (
+            &mut *i.tx_attr,
+            &mut *i.rx_attr,
+            &mut *i.ep_attr,
+            &mut *i.domain_attr,
+            &mut *i.fabric_attr,
+        );
         (i, tx, rx, ep, dom, fab)
     };
     i.caps = o.caps;
     i.mode = 0;
     i.addr_format = FI_SOCKADDR_IN;
     i.src_addr = addr::alloc_sockaddr_in(o.src).cast();
-    i.src_addrlen = if i.src_addr.is_null() { 0 } else { std::mem::size_of::<libc::sockaddr_in>() };
+    i.src_addrlen = if i.src_addr.is_null() {
+        0
+    } else {
+        std::mem::size_of::<libc::sockaddr_in>()
+    };
     if let Some(d) = o.dest {
         i.dest_addr = addr::alloc_sockaddr_in(d).cast();
-        i.dest_addrlen = if i.dest_addr.is_null() { 0 } else { std::mem::size_of::<libc::sockaddr_in>() };
+        i.dest_addrlen = if i.dest_addr.is_null() {
+            0
+        } else {
+            std::mem::size_of::<libc::sockaddr_in>()
+        };
     }
     let dir_caps = o.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM);
     tx.caps = dir_caps & !(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);

@@ -43,10 +43,17 @@ pub fn list() -> Vec<Iface> {
         let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
         let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
         // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
         let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
         let mtu = mtu_of(&name).unwrap_or(if loopback { 65536 } else { 1500 });
-        out.push(Iface { name, ip, mtu, loopback });
+        out.push(Iface {
+            name,
+            ip,
+            mtu,
+            loopback,
+        });
     }
     // SAFETY: head came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
@@ -75,8 +82,11 @@ fn mtu_of(name: &str) -> Option<u32> {
     let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
     // SAFETY: fd is ours and closed once.
     unsafe { libc::close(fd) };
+    if rc != 0 {
+        return None;
+    }
     // SAFETY: after a successful SIOCGIFMTU the union holds ifru_mtu.
-    (rc == 0).then(|| unsafe { req.ifr_ifru.ifru_mtu } as u32)
+    Some(unsafe { req.ifr_ifru.ifru_mtu } as u32)
 }
 
 /// The interface endpoints use: `FI_SPRAY_IFACE`, else the first UP non-loopback
@@ -87,13 +97,20 @@ pub fn choose() -> Iface {
         if let Some(i) = all.iter().find(|i| i.name == want) {
             return i.clone();
         }
-        crate::log::warn(&format!("FI_SPRAY_IFACE={want}: no UP IPv4 interface of that name"));
+        crate::log::warn(&format!(
+            "FI_SPRAY_IFACE={want}: no UP IPv4 interface of that name"
+        ));
     }
     all.iter()
         .find(|i| !i.loopback)
         .or_else(|| all.iter().find(|i| i.loopback))
         .cloned()
-        .unwrap_or(Iface { name: "lo".into(), ip: Ipv4Addr::LOCALHOST, mtu: 65536, loopback: true })
+        .unwrap_or(Iface {
+            name: "lo".into(),
+            ip: Ipv4Addr::LOCALHOST,
+            mtu: 65536,
+            loopback: true,
+        })
 }
 
 /// The interface that owns `ip` (for addresses given by the application).

@@ -39,7 +39,11 @@ pub fn for_datagram(max_datagram: usize) -> Limits {
     };
     let rdm = max_of(EpMode::Rdm);
     let dgram = max_of(EpMode::Dgram);
-    let l = Limits { rdm_max_msg: rdm, dgram_max_msg: dgram, inject_size: INJECT_MAX.min(dgram) };
+    let l = Limits {
+        rdm_max_msg: rdm,
+        dgram_max_msg: dgram,
+        inject_size: INJECT_MAX.min(dgram),
+    };
     CACHE.lock().insert(max_datagram, l);
     l
 }

@@ -46,13 +46,19 @@ fn new_mr(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: dom comes from the application; validated by get.
-    let Some(d) = (unsafe { domain::get(dom as *mut sys::fid_domain) }) else { return err::EINVAL };
+    let Some(d) = (unsafe { domain::get(dom as *mut sys::fid_domain) }) else {
+        return err::EINVAL;
+    };
     if mr.is_null() {
         return err::EINVAL;
     }
     let obj = Mr {
         fid: sys::fid_mr {
-            fid: sys::fid { fclass: sys::FI_CLASS_MR as usize, context, ops: obj::ops_ptr(&FI_OPS) },
+            fid: sys::fid {
+                fclass: sys::FI_CLASS_MR as usize,
+                context,
+                ops: obj::ops_ptr(&FI_OPS),
+            },
             mem_desc: std::ptr::null_mut(),
             key,
         },
@@ -130,7 +136,9 @@ unsafe extern "C" fn regattr(
             (0, 0)
         } else {
             // SAFETY: mr_iov has iov_count entries.
-            let total: usize = (0..a.iov_count).map(|i| unsafe { (*a.mr_iov.add(i)).iov_len }).sum();
+            let total: usize = (0..a.iov_count)
+                .map(|i| unsafe { (*a.mr_iov.add(i)).iov_len })
+                .sum();
             // SAFETY: as above, index 0 exists.
             (unsafe { (*a.mr_iov).iov_base } as usize, total)
         };

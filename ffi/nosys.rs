@@ -110,13 +110,21 @@ pub static COLLECTIVE: fi_ops_collective = fi_ops_collective {
 };
 
 /// Connection management entries we do not serve (RDM/DGRAM are connectionless).
-pub const CM_GETPEER: Option<unsafe extern "C" fn(*mut fid_ep, *mut c_void, *mut usize) -> c_int> = Some(cm_getpeer);
-pub const CM_CONNECT: Option<unsafe extern "C" fn(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int> = Some(cm_connect);
+pub const CM_GETPEER: Option<unsafe extern "C" fn(*mut fid_ep, *mut c_void, *mut usize) -> c_int> =
+    Some(cm_getpeer);
+pub const CM_CONNECT: Option<
+    unsafe extern "C" fn(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int,
+> = Some(cm_connect);
 pub const CM_LISTEN: Option<unsafe extern "C" fn(*mut fid_pep) -> c_int> = Some(cm_listen);
-pub const CM_ACCEPT: Option<unsafe extern "C" fn(*mut fid_ep, *const c_void, usize) -> c_int> = Some(cm_accept);
-pub const CM_REJECT: Option<unsafe extern "C" fn(*mut fid_pep, fid_t, *const c_void, usize) -> c_int> = Some(cm_reject);
+pub const CM_ACCEPT: Option<unsafe extern "C" fn(*mut fid_ep, *const c_void, usize) -> c_int> =
+    Some(cm_accept);
+pub const CM_REJECT: Option<
+    unsafe extern "C" fn(*mut fid_pep, fid_t, *const c_void, usize) -> c_int,
+> = Some(cm_reject);
 pub const CM_SHUTDOWN: Option<unsafe extern "C" fn(*mut fid_ep, u64) -> c_int> = Some(cm_shutdown);
-pub const CM_JOIN: Option<unsafe extern "C" fn(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int> = Some(cm_join);
+pub const CM_JOIN: Option<
+    unsafe extern "C" fn(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int,
+> = Some(cm_join);
 
 /// `fi_ops` for an object class: its own close, optional bind/control, the rest ENOSYS.
 pub const fn fid_ops(

@@ -31,7 +31,7 @@ pub unsafe fn get<'a, T: FiObject>(fid: *const sys::fid) -> Option<&'a T> {
     }
     // SAFETY: fid points to a live struct fid (caller).
     let f = unsafe { &*fid };
-    if f.fclass != T::FCLASS as usize || f.ops as *const sys::fi_ops != T::fid_ops() {
+    if f.fclass != T::FCLASS as usize || !std::ptr::eq(f.ops, T::fid_ops()) {
         return None;
     }
     // SAFETY: fclass and ops identify an object our constructor made as a T, whose

@@ -38,7 +38,9 @@ const PARAMS: &[(&str, Kind, &str)] = &[
 pub fn define_all() {
     let prov = prov::provider();
     for (name, kind, help) in PARAMS {
-        let (Ok(n), Ok(h)) = (CString::new(*name), CString::new(*help)) else { continue };
+        let (Ok(n), Ok(h)) = (CString::new(*name), CString::new(*help)) else {
+            continue;
+        };
         let ty = match kind {
             Kind::Str => sys::fi_param_type_FI_PARAM_STRING,
             Kind::Int => sys::fi_param_type_FI_PARAM_INT,
@@ -53,7 +55,9 @@ pub fn define_all() {
 }
 
 fn get_raw(name: &str, out: *mut c_void) -> bool {
-    let Ok(n) = CString::new(name) else { return false };
+    let Ok(n) = CString::new(name) else {
+        return false;
+    };
     // SAFETY: prov is our static provider, n a valid C string, out points to storage
     // of the type the parameter was defined with (see the typed getters below).
     unsafe { sys::fi_param_get(prov::provider(), n.as_ptr(), out) == 0 }
@@ -88,7 +92,10 @@ pub fn int_or(name: &str, default: i64, lo: i64, hi: i64) -> i64 {
     match get_int(name) {
         Some(v) if (lo..=hi).contains(&v) => v,
         Some(v) => {
-            crate::log::warn(&format!("FI_SPRAY_{} = {v} out of range {lo}..={hi}; using {default}", name.to_uppercase()));
+            crate::log::warn(&format!(
+                "FI_SPRAY_{} = {v} out of range {lo}..={hi}; using {default}",
+                name.to_uppercase()
+            ));
             default
         }
         None => default,

@@ -17,7 +17,9 @@ unsafe impl Sync for ProvCell {}
 static PROVIDER: ProvCell = ProvCell(UnsafeCell::new(sys::fi_provider {
     version: SPRAY_PROV_VERSION,
     fi_version: 0,
-    context: sys::fi_context { internal: [std::ptr::null_mut(); 4] },
+    context: sys::fi_context {
+        internal: [std::ptr::null_mut(); 4],
+    },
     name: b"spray\0".as_ptr().cast(),
     getinfo: Some(getinfo::getinfo),
     fabric: Some(fabric::fabric_open),

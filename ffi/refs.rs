@@ -13,7 +13,9 @@ impl Refs {
     }
     /// One dependent fewer (never below zero).
     pub fn dec(&self) {
-        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
     }
     /// True while something still depends on the object.
     pub fn busy(&self) -> bool {

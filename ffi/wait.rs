@@ -70,10 +70,18 @@ impl Waiter {
                 limit = limit.min(t.saturating_sub(now));
             }
             if let Some(fd) = ep.rx_fd() {
-                fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
             }
         }
-        fds.push(libc::pollfd { fd: wake.0.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        fds.push(libc::pollfd {
+            fd: wake.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
         // Bounded sleeps keep a lost wake-up from hanging a waiter.
         let limit = limit.min(100_000_000);
         let ts = libc::timespec {
@@ -81,7 +89,14 @@ impl Waiter {
             tv_nsec: (limit % 1_000_000_000) as libc::c_long,
         };
         // SAFETY: fds is a valid array of fds.len() pollfds; ts a valid timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
         wake.drain();
         true
     }

@@ -10,7 +10,11 @@ fn lists_rdm_and_dgram() {
         return;
     }
     let o = fi_info(&["-p", "spray", "-v"]);
-    assert!(o.status.success(), "fi_info failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "fi_info failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let t = text(&o);
     assert!(t.contains("type: FI_EP_RDM"), "{t}");
     assert!(t.contains("type: FI_EP_DGRAM"), "{t}");
@@ -29,7 +33,10 @@ fn lists_rdm_and_dgram() {
     assert!(t.contains("cq_data_size: 8"), "{t}");
     assert!(t.contains("iov_limit: 4"), "{t}");
     assert!(t.contains("mode: [  ]"), "{t}");
-    assert!(!t.contains("ofi_rxm"), "utility providers must not wrap spray: {t}");
+    assert!(
+        !t.contains("ofi_rxm"),
+        "utility providers must not wrap spray: {t}"
+    );
     // RDM messages are not limited to one packet.
     let rdm = t.split("type: FI_EP_DGRAM").next().unwrap_or_default();
     let max: Vec<u64> = t
@@ -39,7 +46,11 @@ fn lists_rdm_and_dgram() {
         .collect();
     assert_eq!(max.len(), 2, "{t}");
     assert!(max[0] > 1 << 30, "RDM max_msg_size {}", max[0]);
-    assert!(max[1] < 65536 && max[1] > 1000, "DGRAM max_msg_size {}", max[1]);
+    assert!(
+        max[1] < 65536 && max[1] > 1000,
+        "DGRAM max_msg_size {}",
+        max[1]
+    );
     assert!(rdm.contains("mem_tag_format: 0xffffffffffffffff"), "{rdm}");
 }
 
@@ -63,16 +74,44 @@ fn hints_filter() {
         &["-p", "spray", "-a", "FI_ADDR_STR"][..],
     ] {
         let o = fi_info(args);
-        assert!(!o.status.success(), "{args:?} should find nothing: {}", text(&o));
+        assert!(
+            !o.status.success(),
+            "{args:?} should find nothing: {}",
+            text(&o)
+        );
     }
     // Domain name = interface name.
     assert!(fi_info(&["-p", "spray", "-d", "lo"]).status.success());
-    assert!(!fi_info(&["-p", "spray", "-d", "nosuchif0"]).status.success());
+    assert!(!fi_info(&["-p", "spray", "-d", "nosuchif0"])
+        .status
+        .success());
     // node/service: a client gets dest_addr, FI_SOURCE gives src_addr.
-    let t = text(&fi_info(&["-p", "spray", "-n", "127.0.0.1", "-P", "4242", "-v"]));
-    assert!(t.contains("dest_addr: fi_sockaddr_in://127.0.0.1:4242"), "{t}");
-    let t = text(&fi_info(&["-p", "spray", "-s", "127.0.0.1", "-P", "4243", "-v"]));
-    assert!(t.contains("src_addr: fi_sockaddr_in://127.0.0.1:4243"), "{t}");
+    let t = text(&fi_info(&[
+        "-p",
+        "spray",
+        "-n",
+        "127.0.0.1",
+        "-P",
+        "4242",
+        "-v",
+    ]));
+    assert!(
+        t.contains("dest_addr: fi_sockaddr_in://127.0.0.1:4242"),
+        "{t}"
+    );
+    let t = text(&fi_info(&[
+        "-p",
+        "spray",
+        "-s",
+        "127.0.0.1",
+        "-P",
+        "4243",
+        "-v",
+    ]));
+    assert!(
+        t.contains("src_addr: fi_sockaddr_in://127.0.0.1:4243"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -82,7 +121,14 @@ fn params_listed() {
     }
     let o = fi_info(&["-e"]);
     let t = String::from_utf8_lossy(&o.stdout);
-    for p in ["FI_SPRAY_IFACE", "FI_SPRAY_PORT", "FI_SPRAY_PATHS", "FI_SPRAY_MTU", "FI_SPRAY_UNREACHABLE_TIMEOUT_MS", "FI_SPRAY_ACK_DELAY_US"] {
+    for p in [
+        "FI_SPRAY_IFACE",
+        "FI_SPRAY_PORT",
+        "FI_SPRAY_PATHS",
+        "FI_SPRAY_MTU",
+        "FI_SPRAY_UNREACHABLE_TIMEOUT_MS",
+        "FI_SPRAY_ACK_DELAY_US",
+    ] {
         assert!(t.contains(p), "{p} missing from fi_info -e");
     }
 }
@@ -92,7 +138,11 @@ fn info_log_names_interface() {
     if !have_tool("fi_info") {
         return;
     }
-    let o = fi_cmd("fi_info").env("FI_LOG_LEVEL", "info").args(["-p", "spray"]).output().expect("fi_info");
+    let o = fi_cmd("fi_info")
+        .env("FI_LOG_LEVEL", "info")
+        .args(["-p", "spray"])
+        .output()
+        .expect("fi_info");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("interface lo address 127.0.0.1:0"), "{e}");
 }

@@ -19,7 +19,9 @@ fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as u16,
         sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_be_bytes(ip).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_be_bytes(ip).to_be(),
+        },
         sin_zero: [0; 8],
     }
 }
@@ -34,7 +36,14 @@ fn lifecycle_and_busy_close() {
     let ep = open_ep(dom, info);
     assert_eq!(bind(ep, av, 0), 0);
     assert_eq!(bind(ep, cq, (sys::FI_TRANSMIT | sys::FI_RECV) as u64), 0);
-    assert_eq!(bind(ep, cntr, (sys::FI_SEND | sys::FI_RECV | sys::FI_READ | sys::FI_WRITE) as u64), 0);
+    assert_eq!(
+        bind(
+            ep,
+            cntr,
+            (sys::FI_SEND | sys::FI_RECV | sys::FI_READ | sys::FI_WRITE) as u64
+        ),
+        0
+    );
     // A second AV binding and a bogus fid are refused.
     assert_eq!(bind(ep, av, 0), EINVAL);
     assert_eq!(bind(ep, dom, 0), EINVAL);
@@ -58,19 +67,46 @@ fn lifecycle_and_busy_close() {
         let get = (*(*ep).ops).getopt.unwrap();
         let fid = ep as sys::fid_t;
         let lvl = sys::FI_OPT_ENDPOINT as i32;
-        assert_eq!(set(fid, lvl, sys::FI_OPT_MIN_MULTI_RECV as i32, (&v as *const usize).cast(), 8), 0);
+        assert_eq!(
+            set(
+                fid,
+                lvl,
+                sys::FI_OPT_MIN_MULTI_RECV as i32,
+                (&v as *const usize).cast(),
+                8
+            ),
+            0
+        );
         v = 0;
         let mut len = 8usize;
-        assert_eq!(get(fid, lvl, sys::FI_OPT_MIN_MULTI_RECV as i32, (&mut v as *mut usize).cast(), &mut len), 0);
+        assert_eq!(
+            get(
+                fid,
+                lvl,
+                sys::FI_OPT_MIN_MULTI_RECV as i32,
+                (&mut v as *mut usize).cast(),
+                &mut len
+            ),
+            0
+        );
         assert_eq!(v, 4096);
         assert_eq!(
-            set(fid, lvl, 10 /* FI_OPT_CUDA_API_PERMITTED (1.18+) */, (&v as *const usize).cast(), 8),
+            set(
+                fid,
+                lvl,
+                10, /* FI_OPT_CUDA_API_PERMITTED (1.18+) */
+                (&v as *const usize).cast(),
+                8
+            ),
             -(sys::FI_ENOPROTOOPT as i32)
         );
         // Not offered: RMA, atomics, connection management.
         let rma = (*(*ep).rma).write.unwrap()(ep, null_mut(), 0, null_mut(), 0, 0, 0, null_mut());
         assert_eq!(rma, ENOSYS as isize);
-        assert_eq!((*(*ep).cm).connect.unwrap()(ep, null_mut(), null_mut(), 0), ENOSYS);
+        assert_eq!(
+            (*(*ep).cm).connect.unwrap()(ep, null_mut(), null_mut(), 0),
+            ENOSYS
+        );
     }
 
     assert_eq!(close(ep), 0);
@@ -89,16 +125,35 @@ fn av_insert_lookup_remove() {
     let av = open_av(dom);
     unsafe {
         let ops = &*(*av).ops;
-        let addrs = [sockaddr([127, 0, 0, 1], 5000), sockaddr([0, 0, 0, 0], 0), sockaddr([127, 0, 0, 2], 5001)];
+        let addrs = [
+            sockaddr([127, 0, 0, 1], 5000),
+            sockaddr([0, 0, 0, 0], 0),
+            sockaddr([127, 0, 0, 2], 5001),
+        ];
         let mut ids = [0u64; 3];
-        let n = ops.insert.unwrap()(av, addrs.as_ptr().cast(), 3, ids.as_mut_ptr(), 0, null_mut());
+        let n = ops.insert.unwrap()(
+            av,
+            addrs.as_ptr().cast(),
+            3,
+            ids.as_mut_ptr(),
+            0,
+            null_mut(),
+        );
         assert_eq!(n, 2);
         assert_eq!(ids[0], 0);
         assert_eq!(ids[1], u64::MAX, "bad entry → FI_ADDR_NOTAVAIL");
         assert_eq!(ids[2], 1);
         let mut out: libc::sockaddr_in = std::mem::zeroed();
         let mut len = 16usize;
-        assert_eq!(ops.lookup.unwrap()(av, ids[2], (&mut out as *mut libc::sockaddr_in).cast(), &mut len), 0);
+        assert_eq!(
+            ops.lookup.unwrap()(
+                av,
+                ids[2],
+                (&mut out as *mut libc::sockaddr_in).cast(),
+                &mut len
+            ),
+            0
+        );
         assert_eq!(u16::from_be(out.sin_port), 5001);
         let mut buf = [0i8; 64];
         let mut blen = buf.len();
@@ -107,14 +162,28 @@ fn av_insert_lookup_remove() {
         assert_eq!(s, "fi_sockaddr_in://127.0.0.1:5000");
         let mut rm = [ids[0]];
         assert_eq!(ops.remove.unwrap()(av, rm.as_mut_ptr(), 1, 0), 0);
-        assert_eq!(ops.lookup.unwrap()(av, ids[0], (&mut out as *mut libc::sockaddr_in).cast(), &mut len), -(sys::FI_ENODATA as i32));
+        assert_eq!(
+            ops.lookup.unwrap()(
+                av,
+                ids[0],
+                (&mut out as *mut libc::sockaddr_in).cast(),
+                &mut len
+            ),
+            -(sys::FI_ENODATA as i32)
+        );
         // NULL address array with a count.
-        assert_eq!(ops.insert.unwrap()(av, std::ptr::null(), 1, null_mut(), 0, null_mut()), EINVAL);
+        assert_eq!(
+            ops.insert.unwrap()(av, std::ptr::null(), 1, null_mut(), 0, null_mut()),
+            EINVAL
+        );
         // insertsvc.
         let node = c"127.0.0.1";
         let svc = c"6000";
         let mut id = 0u64;
-        assert_eq!(ops.insertsvc.unwrap()(av, node.as_ptr(), svc.as_ptr(), &mut id, 0, null_mut()), 1);
+        assert_eq!(
+            ops.insertsvc.unwrap()(av, node.as_ptr(), svc.as_ptr(), &mut id, 0, null_mut()),
+            1
+        );
         assert_eq!(id, 2);
     }
     assert_eq!(close(av), 0);
@@ -136,7 +205,11 @@ fn cq_and_counter_waits() {
         let t = Instant::now();
         let n = (*(*cq).ops).sread.unwrap()(cq, e.as_mut_ptr().cast(), 4, std::ptr::null(), 20);
         assert_eq!(n, EAGAIN);
-        assert!(t.elapsed() >= Duration::from_millis(19), "sread returned early: {:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(19),
+            "sread returned early: {:?}",
+            t.elapsed()
+        );
         assert!(t.elapsed() < Duration::from_secs(2));
         // fi_cq_signal wakes a waiter at once.
         assert_eq!((*(*cq).ops).signal.unwrap()(cq), 0);
@@ -175,7 +248,17 @@ fn memory_regions_and_eq() {
     unsafe {
         let mut mr = null_mut();
         let reg = (*(*dom).mr).reg.unwrap();
-        let rc = reg(dom as *mut sys::fid, buf.as_ptr().cast(), buf.len(), 0, 0, 42, 0, &mut mr, null_mut());
+        let rc = reg(
+            dom as *mut sys::fid,
+            buf.as_ptr().cast(),
+            buf.len(),
+            0,
+            0,
+            42,
+            0,
+            &mut mr,
+            null_mut(),
+        );
         assert_eq!(rc, 0);
         assert_eq!((*mr).key, 42);
         assert!(!(*mr).mem_desc.is_null());
@@ -188,14 +271,23 @@ fn memory_regions_and_eq() {
         let mut eq = null_mut();
         let mut attr: sys::fi_eq_attr = std::mem::zeroed();
         attr.size = 16;
-        assert_eq!((*(*fab).ops).eq_open.unwrap()(fab, &mut attr, &mut eq, null_mut()), 0);
+        assert_eq!(
+            (*(*fab).ops).eq_open.unwrap()(fab, &mut attr, &mut eq, null_mut()),
+            0
+        );
         let ops = &*(*eq).ops;
         let mut ev = 0u32;
         let mut out = [0u8; 32];
-        assert_eq!(ops.read.unwrap()(eq, &mut ev, out.as_mut_ptr().cast(), 32, 0), EAGAIN);
+        assert_eq!(
+            ops.read.unwrap()(eq, &mut ev, out.as_mut_ptr().cast(), 32, 0),
+            EAGAIN
+        );
         let msg = [7u8; 24];
         assert_eq!(ops.write.unwrap()(eq, 3, msg.as_ptr().cast(), 24, 0), 24);
-        assert_eq!(ops.read.unwrap()(eq, &mut ev, out.as_mut_ptr().cast(), 32, 0), 24);
+        assert_eq!(
+            ops.read.unwrap()(eq, &mut ev, out.as_mut_ptr().cast(), 32, 0),
+            24
+        );
         assert_eq!(ev, 3);
         assert_eq!(&out[..24], &msg);
         assert_eq!(close(fab), EBUSY);

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,10 @@ fn pingpong(ep: &str, mode: &str, size: usize, iters: usize) {
     let port = free_port().to_string();
     let size = size.to_string();
     let iters = iters.to_string();
-    let args = ["-p", "spray", "-e", ep, "-m", mode, "-S", &size, "-I", &iters, "-c"];
-    let mut server = fi_cmd("timeout")
+    let args = [
+        "-p", "spray", "-e", ep, "-m", mode, "-S", &size, "-I", &iters, "-c",
+    ];
+    let server = fi_cmd("timeout")
         .arg("60")
         .arg("fi_pingpong")
         .args(args)
@@ -46,7 +48,10 @@ fn pingpong(ep: &str, mode: &str, size: usize, iters: usize) {
             .output()
             .expect("run client");
         let err = String::from_utf8_lossy(&out.stderr);
-        if out.status.success() || !err.contains("Connection refused") || t.elapsed() > Duration::from_secs(10) {
+        if out.status.success()
+            || !err.contains("Connection refused")
+            || t.elapsed() > Duration::from_secs(10)
+        {
             break out;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -62,9 +67,15 @@ fn pingpong(ep: &str, mode: &str, size: usize, iters: usize) {
         String::from_utf8_lossy(&srv.stdout),
         String::from_utf8_lossy(&srv.stderr)
     );
-    assert!(client.status.success() && srv.status.success(), "fi_pingpong {ep}/{mode}/{size} failed:\n{report}");
+    assert!(
+        client.status.success() && srv.status.success(),
+        "fi_pingpong {ep}/{mode}/{size} failed:\n{report}"
+    );
     // The result line: bytes, #sent, =#ack (all acknowledged), ..., usec/xfer.
-    let line = ctext.lines().find(|l| l.contains(&format!("={iters}"))).unwrap_or_default();
+    let line = ctext
+        .lines()
+        .find(|l| l.contains(&format!("={iters}")))
+        .unwrap_or_default();
     assert!(!line.is_empty(), "no result line with ={iters}:\n{report}");
     eprintln!("fi_pingpong -e {ep} -m {mode} -S {size}: {line}");
 }

@@ -16,7 +16,11 @@ pub struct Seg {
 pub enum FfiBuf {
     /// Application memory, up to `IOV_LIMIT` segments; valid until the operation
     /// completes (the libfabric contract for posted buffers).
-    Iov { segs: [Seg; IOV_LIMIT], count: usize, len: usize },
+    Iov {
+        segs: [Seg; IOV_LIMIT],
+        count: usize,
+        len: usize,
+    },
     /// A private copy (inject, or a send that completes at once).
     Owned(Vec<u8>),
 }
@@ -37,7 +41,10 @@ impl FfiBuf {
         if count > IOV_LIMIT || (count > 0 && iov.is_null()) {
             return None;
         }
-        let mut segs = [Seg { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+        let mut segs = [Seg {
+            base: std::ptr::null_mut(),
+            len: 0,
+        }; IOV_LIMIT];
         let mut len = 0usize;
         for (i, seg) in segs.iter_mut().enumerate().take(count) {
             // SAFETY: i < count and iov has count entries (caller).
@@ -45,7 +52,10 @@ impl FfiBuf {
             if v.iov_len > 0 && v.iov_base.is_null() {
                 return None;
             }
-            *seg = Seg { base: v.iov_base as *mut u8, len: v.iov_len };
+            *seg = Seg {
+                base: v.iov_base as *mut u8,
+                len: v.iov_len,
+            };
             len = len.checked_add(v.iov_len)?;
         }
         Some(FfiBuf::Iov { segs, count, len })
@@ -56,7 +66,10 @@ impl FfiBuf {
     /// # Safety
     /// As `from_iov`: `base` valid for `len` bytes until completion.
     pub unsafe fn from_ptr(base: *mut u8, len: usize) -> Option<FfiBuf> {
-        let v = libc::iovec { iov_base: base.cast(), iov_len: len };
+        let v = libc::iovec {
+            iov_base: base.cast(),
+            iov_len: len,
+        };
         // SAFETY: one valid iovec on the stack; its memory is the caller's promise.
         unsafe { FfiBuf::from_iov(&v, 1) }
     }
@@ -71,7 +84,9 @@ impl FfiBuf {
 
     /// Visit the segments overlapping `offset..offset+n` as (segment ptr, bytes, position in the range).
     fn for_range(&self, mut offset: usize, n: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
-        let FfiBuf::Iov { segs, count, .. } = self else { return };
+        let FfiBuf::Iov { segs, count, .. } = self else {
+            return;
+        };
         let mut done = 0;
         for s in &segs[..*count] {
             if done == n {

@@ -71,20 +71,43 @@ impl Io {
     pub fn new(socks: Vec<OwnedFd>, max_datagram: usize, batch: usize) -> Io {
         let batch = batch.clamp(1, 1024);
         let slot_bytes = max_datagram.max(64);
-        let zero_sa = addr::to_c(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+        let zero_sa = addr::to_c(std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::UNSPECIFIED,
+            0,
+        ));
         let mut io = Io {
             socks,
             slot_bytes,
             batch,
             rx_buf: vec![0; batch * slot_bytes],
             rx_addr: vec![zero_sa; batch],
-            rx_iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; batch],
+            rx_iov: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                batch
+            ],
             rx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
             tx_buf: (0..batch).map(|_| vec![0; slot_bytes]).collect(),
-            tx_meta: vec![TxMeta { dst: zero_sa, path: 0, len: 0, sent: true }; batch],
+            tx_meta: vec![
+                TxMeta {
+                    dst: zero_sa,
+                    path: 0,
+                    len: 0,
+                    sent: true
+                };
+                batch
+            ],
             tx_len: 0,
             tx_addr: vec![zero_sa; batch],
-            tx_iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; batch],
+            tx_iov: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                batch
+            ],
             tx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
             tx_pick: Vec::with_capacity(batch),
             stats: IoStats::default(),
@@ -193,7 +216,10 @@ impl Io {
             }
             for (j, &i) in self.tx_pick.iter().enumerate() {
                 self.tx_addr[j] = self.tx_meta[i].dst;
-                self.tx_iov[j] = libc::iovec { iov_base: self.tx_buf[i].as_mut_ptr().cast(), iov_len: self.tx_meta[i].len };
+                self.tx_iov[j] = libc::iovec {
+                    iov_base: self.tx_buf[i].as_mut_ptr().cast(),
+                    iov_len: self.tx_meta[i].len,
+                };
                 let h = &mut self.tx_hdr[j];
                 h.msg_hdr.msg_name = (&mut self.tx_addr[j] as *mut libc::sockaddr_in).cast();
                 h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
@@ -207,7 +233,12 @@ impl Io {
                 // SAFETY: tx_hdr[off..pick.len()] are headers built above pointing at
                 // our own live buffers and addresses.
                 let r = unsafe {
-                    libc::sendmmsg(fd, self.tx_hdr.as_mut_ptr().add(off), (self.tx_pick.len() - off) as libc::c_uint, 0)
+                    libc::sendmmsg(
+                        fd,
+                        self.tx_hdr.as_mut_ptr().add(off),
+                        (self.tx_pick.len() - off) as libc::c_uint,
+                        0,
+                    )
                 };
                 self.stats.syscalls += 1;
                 if r > 0 {

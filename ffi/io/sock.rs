@@ -22,18 +22,40 @@ fn set_buf(fd: i32, force: libc::c_int, plain: libc::c_int, bytes: usize) {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
     let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: setsockopt reads one c_int from a local.
-    let rc = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, force, (&v as *const libc::c_int).cast(), len) };
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            force,
+            (&v as *const libc::c_int).cast(),
+            len,
+        )
+    };
     if rc != 0 {
         // Not root: the plain option, capped by net.core.[rw]mem_max.
         // SAFETY: as above.
-        unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, plain, (&v as *const libc::c_int).cast(), len) };
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                plain,
+                (&v as *const libc::c_int).cast(),
+                len,
+            )
+        };
     }
 }
 
 /// A non-blocking UDP socket bound to `at`.
 fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAddrV4)> {
     // SAFETY: plain socket creation; ownership passes to OwnedFd below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -44,7 +66,11 @@ fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAd
     let sa = addr::to_c(at);
     // SAFETY: binds our socket to a valid sockaddr_in of the stated length.
     let rc = unsafe {
-        libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), addr::SOCKADDR_IN_LEN as libc::socklen_t)
+        libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            addr::SOCKADDR_IN_LEN as libc::socklen_t,
+        )
     };
     if rc != 0 {
         return Err(io::Error::last_os_error());
@@ -53,7 +79,14 @@ fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAd
     let mut got: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     let mut len = addr::SOCKADDR_IN_LEN as libc::socklen_t;
     // SAFETY: got/len are valid out-parameters of the right size.
-    if unsafe { libc::getsockname(owned.as_raw_fd(), (&mut got as *mut libc::sockaddr_in).cast(), &mut len) } != 0 {
+    if unsafe {
+        libc::getsockname(
+            owned.as_raw_fd(),
+            (&mut got as *mut libc::sockaddr_in).cast(),
+            &mut len,
+        )
+    } != 0
+    {
         return Err(io::Error::last_os_error());
     }
     Ok((owned, addr::from_c(&got)))
@@ -62,7 +95,11 @@ fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAd
 /// Open `paths` sockets at `at.ip()`: socket 0 on `at.port()` (0 = ephemeral;
 /// with `search`, the next free port after a taken one), the rest ephemeral.
 pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Result<Sockets, i32> {
-    let tries = if search && at.port() != 0 { PORT_SEARCH } else { 1 };
+    let tries = if search && at.port() != 0 {
+        PORT_SEARCH
+    } else {
+        1
+    };
     let mut first = None;
     let mut last_err = None;
     for i in 0..tries {
@@ -76,8 +113,13 @@ pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Res
         }
     }
     let Some((fd0, local)) = first else {
-        let e = last_err.and_then(|e| e.raw_os_error()).unwrap_or(libc::EADDRINUSE);
-        crate::log::warn(&format!("cannot bind UDP socket at {at}: {}", io::Error::from_raw_os_error(e)));
+        let e = last_err
+            .and_then(|e| e.raw_os_error())
+            .unwrap_or(libc::EADDRINUSE);
+        crate::log::warn(&format!(
+            "cannot bind UDP socket at {at}: {}",
+            io::Error::from_raw_os_error(e)
+        ));
         return Err(-e);
     };
     let mut fds = vec![fd0];

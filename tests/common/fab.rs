@@ -31,7 +31,14 @@ pub fn getinfo(ep_type: u32, caps: u64) -> *mut sys::fi_info {
         let name = CString::new("spray").unwrap();
         (*(*hints).fabric_attr).prov_name = libc::strdup(name.as_ptr());
         let mut info = null_mut();
-        let rc = sys::fi_getinfo(sys::fi_version(), std::ptr::null(), std::ptr::null(), 0, hints, &mut info);
+        let rc = sys::fi_getinfo(
+            sys::fi_version(),
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            hints,
+            &mut info,
+        );
         sys::fi_freeinfo(hints);
         assert_eq!(rc, 0, "fi_getinfo");
         assert!(!info.is_null());
@@ -69,7 +76,10 @@ pub fn open_domain(info: *mut sys::fi_info) -> (*mut sys::fid_fabric, *mut sys::
         let mut fab = null_mut();
         assert_eq!(sys::fi_fabric((*info).fabric_attr, &mut fab, null_mut()), 0);
         let mut dom = null_mut();
-        assert_eq!(((*(*fab).ops).domain.unwrap())(fab, info, &mut dom, null_mut()), 0);
+        assert_eq!(
+            ((*(*fab).ops).domain.unwrap())(fab, info, &mut dom, null_mut()),
+            0
+        );
         (fab, dom)
     }
 }
@@ -80,7 +90,10 @@ pub fn open_av(dom: *mut sys::fid_domain) -> *mut sys::fid_av {
         let mut attr: sys::fi_av_attr = std::mem::zeroed();
         attr.type_ = sys::fi_av_type_FI_AV_TABLE;
         let mut av = null_mut();
-        assert_eq!(((*(*dom).ops).av_open.unwrap())(dom, &mut attr, &mut av, null_mut()), 0);
+        assert_eq!(
+            ((*(*dom).ops).av_open.unwrap())(dom, &mut attr, &mut av, null_mut()),
+            0
+        );
         av
     }
 }
@@ -92,7 +105,10 @@ pub fn open_cq(dom: *mut sys::fid_domain, format: u32) -> *mut sys::fid_cq {
         attr.format = format;
         attr.size = 256;
         let mut cq = null_mut();
-        assert_eq!(((*(*dom).ops).cq_open.unwrap())(dom, &mut attr, &mut cq, null_mut()), 0);
+        assert_eq!(
+            ((*(*dom).ops).cq_open.unwrap())(dom, &mut attr, &mut cq, null_mut()),
+            0
+        );
         cq
     }
 }
@@ -102,7 +118,10 @@ pub fn open_cntr(dom: *mut sys::fid_domain) -> *mut sys::fid_cntr {
     unsafe {
         let mut attr: sys::fi_cntr_attr = std::mem::zeroed();
         let mut c = null_mut();
-        assert_eq!(((*(*dom).ops).cntr_open.unwrap())(dom, &mut attr, &mut c, null_mut()), 0);
+        assert_eq!(
+            ((*(*dom).ops).cntr_open.unwrap())(dom, &mut attr, &mut c, null_mut()),
+            0
+        );
         c
     }
 }
@@ -111,7 +130,10 @@ pub fn open_cntr(dom: *mut sys::fid_domain) -> *mut sys::fid_cntr {
 pub fn open_ep(dom: *mut sys::fid_domain, info: *mut sys::fi_info) -> *mut sys::fid_ep {
     unsafe {
         let mut ep = null_mut();
-        assert_eq!(((*(*dom).ops).endpoint.unwrap())(dom, info, &mut ep, null_mut()), 0);
+        assert_eq!(
+            ((*(*dom).ops).endpoint.unwrap())(dom, info, &mut ep, null_mut()),
+            0
+        );
         ep
     }
 }
@@ -121,7 +143,11 @@ pub fn getname(ep: *mut sys::fid_ep) -> libc::sockaddr_in {
     unsafe {
         let mut sa: libc::sockaddr_in = std::mem::zeroed();
         let mut len = std::mem::size_of::<libc::sockaddr_in>();
-        let rc = ((*(*ep).cm).getname.unwrap())(ep as sys::fid_t, (&mut sa as *mut libc::sockaddr_in).cast(), &mut len);
+        let rc = ((*(*ep).cm).getname.unwrap())(
+            ep as sys::fid_t,
+            (&mut sa as *mut libc::sockaddr_in).cast(),
+            &mut len,
+        );
         assert_eq!(rc, 0);
         assert_eq!(len, 16);
         sa
@@ -132,7 +158,14 @@ pub fn getname(ep: *mut sys::fid_ep) -> libc::sockaddr_in {
 pub fn av_insert(av: *mut sys::fid_av, sa: &libc::sockaddr_in) -> u64 {
     unsafe {
         let mut fi_addr = 0u64;
-        let n = ((*(*av).ops).insert.unwrap())(av, (sa as *const libc::sockaddr_in).cast(), 1, &mut fi_addr, 0, null_mut());
+        let n = ((*(*av).ops).insert.unwrap())(
+            av,
+            (sa as *const libc::sockaddr_in).cast(),
+            1,
+            &mut fi_addr,
+            0,
+            null_mut(),
+        );
         assert_eq!(n, 1);
         fi_addr
     }
@@ -144,8 +177,14 @@ pub fn cq_read(cq: *mut sys::fid_cq, out: &mut [sys::fi_cq_tagged_entry]) -> isi
 }
 
 /// `fi_cq_readfrom` of tagged entries.
-pub fn cq_readfrom(cq: *mut sys::fid_cq, out: &mut [sys::fi_cq_tagged_entry], src: &mut [u64]) -> isize {
-    unsafe { ((*(*cq).ops).readfrom.unwrap())(cq, out.as_mut_ptr().cast(), out.len(), src.as_mut_ptr()) }
+pub fn cq_readfrom(
+    cq: *mut sys::fid_cq,
+    out: &mut [sys::fi_cq_tagged_entry],
+    src: &mut [u64],
+) -> isize {
+    unsafe {
+        ((*(*cq).ops).readfrom.unwrap())(cq, out.as_mut_ptr().cast(), out.len(), src.as_mut_ptr())
+    }
 }
 
 /// `fi_cq_readerr`.
