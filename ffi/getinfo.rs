@@ -261,7 +261,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         }
     }
     // We require no mode bits, so any hints->mode is fine.
-    // SAFETY (all derefs below): sub-attribute pointers are NULL or valid per the caller.
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(ep) = unsafe { h.ep_attr.as_ref() } {
         if ep.type_ != FI_EP_UNSPEC && ep.type_ != o.ep_type {
             return false;
@@ -287,6 +287,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             o.mem_tag_format = ep.mem_tag_format;
         }
     }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(d) = unsafe { h.domain_attr.as_ref() } {
         if !name_matches(d.name, &o.iface.name) {
             return false;
@@ -326,12 +327,14 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
     }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(f) = unsafe { h.fabric_attr.as_ref() } {
         if !name_matches(f.name, prov::FABRIC_NAME) || !name_matches(f.prov_name, prov::NAME) {
             return false;
         }
     }
     let grantable = o.msg_order | RMA_ORDERS;
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
         if tx.caps & !o.caps != 0
             || tx.msg_order & !grantable != 0
@@ -349,6 +352,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         o.tx_op_flags = tx.op_flags;
         o.tx_msg_order = o.msg_order | (tx.msg_order & RMA_ORDERS);
     }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
         if rx.caps & !o.caps != 0
             || rx.msg_order & !grantable != 0
