@@ -20,7 +20,11 @@ fn run(c: &mut Cluster) {
 
 fn one(c: &mut Cluster, i: usize, kind: CompKind) -> Comp {
     let mut v = c.take(i, kind);
-    assert_eq!(v.len(), 1, "expected one {kind:?} completion at node {i}: {v:?}");
+    assert_eq!(
+        v.len(),
+        1,
+        "expected one {kind:?} completion at node {i}: {v:?}"
+    );
     v.pop().unwrap()
 }
 
@@ -60,7 +64,10 @@ fn sizes_across_protocol_boundaries() {
             assert_eq!((r.len, r.olen, r.tag, r.context), (len, 0, 7, 100));
             assert_eq!(r.src, Some(PeerId(0)));
             assert_eq!(r.data, Some(0xDA7A));
-            assert!(r.buf.as_ref().unwrap() == &data, "bytes differ, len {len} seed {seed}");
+            assert!(
+                r.buf.as_ref().unwrap() == &data,
+                "bytes differ, len {len} seed {seed}"
+            );
             let s = one(&mut c, 0, CompKind::Send);
             assert_eq!((s.error, s.len, s.context), (None, len, 5));
             assert_eq!(s.buf.unwrap(), data);
@@ -107,11 +114,21 @@ fn send_order_matching_under_reordering() {
         for r in rs {
             let i = r.context;
             let want = pattern(i, lens[i as usize]);
-            assert_eq!(r.len, want.len(), "seed {seed}: receive {i} took the wrong message");
-            assert!(r.buf.unwrap()[..r.len] == want[..], "seed {seed}: receive {i} bytes");
+            assert_eq!(
+                r.len,
+                want.len(),
+                "seed {seed}: receive {i} took the wrong message"
+            );
+            assert!(
+                r.buf.unwrap()[..r.len] == want[..],
+                "seed {seed}: receive {i} bytes"
+            );
         }
         assert_eq!(c.take(0, CompKind::Send).len(), n as usize);
-        assert!(c.nodes[1].stats().held > 0, "seed {seed}: reordering never exercised SAS");
+        assert!(
+            c.nodes[1].stats().held > 0,
+            "seed {seed}: reordering never exercised SAS"
+        );
     }
 }
 
@@ -127,8 +144,14 @@ fn tag_ignore_bits_and_untagged_apart() {
     let mut rs = c.take(1, CompKind::Recv);
     rs.sort_by_key(|r| r.context);
     assert_eq!(rs.len(), 2);
-    assert_eq!((rs[0].context, rs[0].tag, rs[0].buf.as_ref().unwrap()[0]), (1, 0xAB42, 2));
-    assert_eq!((rs[1].context, rs[1].buf.as_ref().unwrap()[0], rs[1].tagged), (2, 3, false));
+    assert_eq!(
+        (rs[0].context, rs[0].tag, rs[0].buf.as_ref().unwrap()[0]),
+        (1, 0xAB42, 2)
+    );
+    assert_eq!(
+        (rs[1].context, rs[1].buf.as_ref().unwrap()[0], rs[1].tagged),
+        (2, 3, false)
+    );
     c.recv(1, rop(8, Some((0, u64::MAX)), None, 3));
     run(&mut c);
     let r = one(&mut c, 1, CompKind::Recv);
@@ -148,8 +171,14 @@ fn any_source_and_directed() {
     run(&mut c);
     let mut rs = c.take(0, CompKind::Recv);
     rs.sort_by_key(|r| r.context);
-    assert_eq!((rs[0].src, rs[0].buf.as_ref().unwrap()[0]), (Some(PeerId(2)), 2));
-    assert_eq!((rs[1].src, rs[1].buf.as_ref().unwrap()[0]), (Some(PeerId(1)), 1));
+    assert_eq!(
+        (rs[0].src, rs[0].buf.as_ref().unwrap()[0]),
+        (Some(PeerId(2)), 2)
+    );
+    assert_eq!(
+        (rs[1].src, rs[1].buf.as_ref().unwrap()[0]),
+        (Some(PeerId(1)), 1)
+    );
     // Posted first: a directed receive lets another peer's message pass to the any-source one.
     c.recv(0, rop(100, Some((5, 0)), Some(1), 30));
     c.recv(0, rop(100, Some((5, 0)), None, 31));
@@ -193,7 +222,11 @@ fn truncation_in_every_protocol() {
     c.recv(1, rop(SEG, None, None, 1));
     c.send(0, 1, sop(1, vec![1; EAGER * 10], None, 2));
     run(&mut c);
-    assert!(c.nodes[0].stats().datagrams_sent <= 3, "{:?}", c.nodes[0].stats());
+    assert!(
+        c.nodes[0].stats().datagrams_sent <= 3,
+        "{:?}",
+        c.nodes[0].stats()
+    );
 }
 
 #[test]
@@ -206,7 +239,10 @@ fn cancel_posted_receive() {
     assert!(!c.nodes[1].cancel(99));
     c.pump(1);
     let r = one(&mut c, 1, CompKind::Recv);
-    assert_eq!((r.context, r.error, r.buf.map(|b| b.len())), (1, Some(CompError::Canceled), Some(10)));
+    assert_eq!(
+        (r.context, r.error, r.buf.map(|b| b.len())),
+        (1, Some(CompError::Canceled), Some(10))
+    );
     c.send(0, 1, sop(1, vec![4; 10], Some(1), 5));
     run(&mut c);
     assert_eq!(one(&mut c, 1, CompKind::Recv).context, 2);
@@ -226,7 +262,12 @@ fn peek_claim_discard() {
     let mut c = cluster(2, 5);
     let peek = |ctx, claim, discard| {
         let mut r = rop(0, Some((8, 0)), None, ctx);
-        r.flags = RecvFlags { peek: true, claim, discard, multi_recv: false };
+        r.flags = RecvFlags {
+            peek: true,
+            claim,
+            discard,
+            multi_recv: false,
+        };
         r
     };
     c.recv(1, peek(1, false, false));
@@ -240,7 +281,10 @@ fn peek_claim_discard() {
     run(&mut c);
     c.recv(1, peek(2, false, false));
     let r = one(&mut c, 1, CompKind::Recv);
-    assert_eq!((r.error, r.len, r.data, r.src, r.tag), (None, 3000, Some(77), Some(PeerId(0)), 8));
+    assert_eq!(
+        (r.error, r.len, r.data, r.src, r.tag),
+        (None, 3000, Some(77), Some(PeerId(0)), 8)
+    );
     // Claim it; a plain receive then sees the next message, not the claimed one.
     c.recv(1, peek(3, true, false));
     assert_eq!(one(&mut c, 1, CompKind::Recv).len, 3000);
@@ -255,7 +299,12 @@ fn peek_claim_discard() {
     assert_eq!(r.buf.unwrap(), pattern(1, 3000));
     // Discard the claimed rendezvous message: the sender completes, nothing is transferred.
     let mut d = rop(0, Some((8, 0)), None, 4);
-    d.flags = RecvFlags { peek: false, claim: true, discard: true, multi_recv: false };
+    d.flags = RecvFlags {
+        peek: false,
+        claim: true,
+        discard: true,
+        multi_recv: false,
+    };
     c.recv(1, d);
     run(&mut c);
     let r = one(&mut c, 1, CompKind::Recv);
@@ -264,7 +313,10 @@ fn peek_claim_discard() {
     c.recv(1, peek(5, false, true));
     assert_eq!(one(&mut c, 1, CompKind::Recv).len, 500);
     c.recv(1, peek(6, false, false));
-    assert_eq!(one(&mut c, 1, CompKind::Recv).error, Some(CompError::NoMessage));
+    assert_eq!(
+        one(&mut c, 1, CompKind::Recv).error,
+        Some(CompError::NoMessage)
+    );
     run(&mut c);
     assert_eq!(c.take(0, CompKind::Send).len(), 3);
     assert_eq!(c.nodes[1].live_counts(), (0, 0, 0));
@@ -297,7 +349,12 @@ fn multi_recv_buffer() {
         assert_eq!(r.error, None);
         let i = [3000, 2500, 2000].iter().position(|&l| l == r.len).unwrap() as u64;
         let i = if r.offset >= 7500 { 3 } else { i };
-        assert_eq!(&buf[r.offset..r.offset + r.len], &pattern(i, r.len)[..], "msg at {}", r.offset);
+        assert_eq!(
+            &buf[r.offset..r.offset + r.len],
+            &pattern(i, r.len)[..],
+            "msg at {}",
+            r.offset
+        );
     }
     let mut offs: Vec<_> = rs.iter().map(|r| r.offset).collect();
     offs.sort();
@@ -306,7 +363,10 @@ fn multi_recv_buffer() {
     let r = rop(5000, None, None, 43);
     c.recv(1, r);
     run(&mut c);
-    assert_eq!(one(&mut c, 1, CompKind::Recv).buf.unwrap()[..2000], pattern(4, 2000)[..]);
+    assert_eq!(
+        one(&mut c, 1, CompKind::Recv).buf.unwrap()[..2000],
+        pattern(4, 2000)[..]
+    );
 }
 
 #[test]
@@ -327,7 +387,11 @@ fn delivery_complete_waits_for_acks() {
                 + c.net.events.iter().filter(|(n, _)| *n == 0).count();
             if !done {
                 done = !c.take(0, CompKind::Send).is_empty();
-                assert_eq!(done, unacked == 0, "completion vs. {unacked} unacked datagrams");
+                assert_eq!(
+                    done,
+                    unacked == 0,
+                    "completion vs. {unacked} unacked datagrams"
+                );
             }
         }
         assert!(done);
@@ -373,11 +437,17 @@ fn peer_restart_resets_sequences() {
     c.restart(1);
     run(&mut c);
     let ss = c.take(0, CompKind::Send);
-    assert!(ss.iter().all(|s| s.context != 1 || s.error == Some(CompError::PeerUnreachable)));
+    assert!(ss
+        .iter()
+        .all(|s| s.context != 1 || s.error == Some(CompError::PeerUnreachable)));
     // The new incarnation starts at sequence 0 in both directions.
     for i in 0..20u64 {
         c.recv(1, rop(5000, None, Some(0), 100 + i));
-        c.send(0, 1, sop(1, pattern(i, (i as usize * 997) % 5000), None, 10 + i));
+        c.send(
+            0,
+            1,
+            sop(1, pattern(i, (i as usize * 997) % 5000), None, 10 + i),
+        );
         c.send(1, 0, sop(0, pattern(i, 10), None, 10 + i));
         c.recv(0, rop(10, None, None, 200 + i));
     }
@@ -386,7 +456,10 @@ fn peer_restart_resets_sequences() {
     assert_eq!(rs.len(), 20);
     for r in rs {
         let i = r.context - 100;
-        assert_eq!(r.buf.unwrap()[..r.len], pattern(i, (i as usize * 997) % 5000)[..]);
+        assert_eq!(
+            r.buf.unwrap()[..r.len],
+            pattern(i, (i as usize * 997) % 5000)[..]
+        );
     }
     assert_eq!(c.take(0, CompKind::Recv).len(), 20);
 }
@@ -457,7 +530,11 @@ fn unexpected_memory_stays_bounded() {
     for i in 0..n {
         for from in [0, 2] {
             let len = [EAGER, 7000, 100, 0][(i % 4) as usize];
-            c.send(from, 1, sop(1, pattern(i + 1000 * from as u64, len), Some(i), i));
+            c.send(
+                from,
+                1,
+                sop(1, pattern(i + 1000 * from as u64, len), Some(i), i),
+            );
         }
     }
     run(&mut c);
@@ -468,7 +545,10 @@ fn unexpected_memory_stays_bounded() {
     assert!(peak > 0);
     for i in 0..n {
         for from in [0usize, 2] {
-            c.recv(1, rop(EAGER, Some((i, 0)), Some(from), i + 1000 * from as u64));
+            c.recv(
+                1,
+                rop(EAGER, Some((i, 0)), Some(from), i + 1000 * from as u64),
+            );
         }
     }
     run(&mut c);

@@ -33,35 +33,73 @@ fn test_vector() {
 
 #[test]
 fn rejects_bad_headers() {
-    let r = Repr { ty: MsgType::Cts, seq: 7, total: 100, offset: 0, tag: None, data: None };
+    let r = Repr {
+        ty: MsgType::Cts,
+        seq: 7,
+        total: 100,
+        offset: 0,
+        tag: None,
+        data: None,
+    };
     let mut b = [0u8; HEADER_LEN];
     r.emit_into(&mut b);
     assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Ok(r));
-    assert_eq!(Packet::new_checked(&b[..HEADER_LEN - 1]).err(), Some(WireError::Truncated));
+    assert_eq!(
+        Packet::new_checked(&b[..HEADER_LEN - 1]).err(),
+        Some(WireError::Truncated)
+    );
     let mut v = b;
     v[0] = 2;
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&v[..])), Err(WireError::BadVersion));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&v[..])),
+        Err(WireError::BadVersion)
+    );
     let mut v = b;
     v[1] = 0;
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&v[..])), Err(WireError::BadType));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&v[..])),
+        Err(WireError::BadType)
+    );
     let mut v = b;
     v[2] = 0x80;
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&v[..])), Err(WireError::Malformed));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&v[..])),
+        Err(WireError::Malformed)
+    );
     // A DATA segment that runs past the declared total is refused.
-    let d = Repr { ty: MsgType::Data, seq: 1, total: 4, offset: 2, tag: None, data: None };
+    let d = Repr {
+        ty: MsgType::Data,
+        seq: 1,
+        total: 4,
+        offset: 2,
+        tag: None,
+        data: None,
+    };
     let mut b = [0u8; HEADER_LEN + 3];
     d.emit_into(&mut b);
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::Malformed));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
     // Control messages carry no payload.
     let mut b = [0u8; HEADER_LEN + 1];
     r.emit_into(&mut b);
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::Malformed));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
 }
 
 #[test]
 fn round_trip_random() {
     let mut rng = Rng::new(11);
-    let types = [MsgType::Data, MsgType::Rts, MsgType::Cts, MsgType::RData, MsgType::Credit];
+    let types = [
+        MsgType::Data,
+        MsgType::Rts,
+        MsgType::Cts,
+        MsgType::RData,
+        MsgType::Credit,
+    ];
     for _ in 0..20_000 {
         let ty = types[rng.below(5) as usize];
         let total = rng.below(1 << 40);
@@ -108,5 +146,8 @@ fn random_bytes_never_panic() {
             assert!(Repr::parse(&Packet::new_unchecked(&buf[..len])).is_err());
         }
     }
-    assert!(ok > 0, "no random input parsed; the fuzz loop is not reaching the deep checks");
+    assert!(
+        ok > 0,
+        "no random input parsed; the fuzz loop is not reaching the deep checks"
+    );
 }

@@ -45,14 +45,25 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Position in its posted queue of the earliest receive accepting a message.
     pub(crate) fn find_posted(&self, peer: PeerId, tag: Option<u64>) -> Option<usize> {
-        let q = if tag.is_some() { &self.posted_tagged } else { &self.posted_untagged };
-        q.iter()
-            .position(|&rid| self.recvs.get(rid).is_some_and(|e| accepts(&e.op, peer, tag)))
+        let q = if tag.is_some() {
+            &self.posted_tagged
+        } else {
+            &self.posted_untagged
+        };
+        q.iter().position(|&rid| {
+            self.recvs
+                .get(rid)
+                .is_some_and(|e| accepts(&e.op, peer, tag))
+        })
     }
 
     /// Position in its unexpected queue of the earliest message `op` accepts.
     fn find_unexpected(&self, op: &RecvOp<B>) -> Option<usize> {
-        let q = if op.tag.is_some() { &self.unexp_tagged } else { &self.unexp_untagged };
+        let q = if op.tag.is_some() {
+            &self.unexp_tagged
+        } else {
+            &self.unexp_untagged
+        };
         q.iter()
             .position(|&id| self.ins.get(id).is_some_and(|r| accepts(op, r.peer, r.tag)))
     }
@@ -116,14 +127,25 @@ impl<B: UserBuf> MsgLayer<B> {
             let n = rec.total_bytes.min(cap).min(b.len());
             e.op.buf.write_at(base, &b[..n]);
         }
-        let (peer, seq, rndv, total, charged) =
-            (rec.peer, rec.seq, rec.rndv, rec.total_bytes, rec.charged_bytes);
+        let (peer, seq, rndv, total, charged) = (
+            rec.peer,
+            rec.seq,
+            rec.rndv,
+            rec.total_bytes,
+            rec.charged_bytes,
+        );
         rec.charged_bytes = 0;
         if rndv {
             // Ask only for the bytes that fit: truncated bytes never cross the network.
             let grant = total.min(cap);
             rec.expect_bytes = grant;
-            self.push_ctrl(peer, Ctrl::Cts { seq, grant: grant as u64 });
+            self.push_ctrl(
+                peer,
+                Ctrl::Cts {
+                    seq,
+                    grant: grant as u64,
+                },
+            );
         }
         if let Some(b) = bounce {
             self.free_bounce(b);
@@ -145,12 +167,22 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         let tagged = op.tag.is_some();
         let multi = op.flags.multi_recv;
-        let rid = self.recvs.insert(RecvEntry { op, used_bytes: 0, inflight: 0, posted: true });
-        loop {
-            let Some(pos) = self.recvs.get(rid).and_then(|e| self.find_unexpected(&e.op)) else {
-                break;
+        let rid = self.recvs.insert(RecvEntry {
+            op,
+            used_bytes: 0,
+            inflight: 0,
+            posted: true,
+        });
+        while let Some(pos) = self
+            .recvs
+            .get(rid)
+            .and_then(|e| self.find_unexpected(&e.op))
+        {
+            let q = if tagged {
+                &mut self.unexp_tagged
+            } else {
+                &mut self.unexp_untagged
             };
-            let q = if tagged { &mut self.unexp_tagged } else { &mut self.unexp_untagged };
             let Some(id) = q.remove(pos) else {
                 break;
             };
@@ -169,7 +201,11 @@ impl<B: UserBuf> MsgLayer<B> {
             return self.fail_recv_op(op, CompError::NoMessage, false);
         };
         let tagged = op.tag.is_some();
-        let q = if tagged { &mut self.unexp_tagged } else { &mut self.unexp_untagged };
+        let q = if tagged {
+            &mut self.unexp_tagged
+        } else {
+            &mut self.unexp_untagged
+        };
         let id = q[pos];
         let Some(r) = self.ins.get(id) else {
             return self.fail_recv_op(op, CompError::NoMessage, false);
@@ -183,7 +219,11 @@ impl<B: UserBuf> MsgLayer<B> {
             offset: 0,
         };
         if op.flags.claim || op.flags.discard {
-            let q = if tagged { &mut self.unexp_tagged } else { &mut self.unexp_untagged };
+            let q = if tagged {
+                &mut self.unexp_tagged
+            } else {
+                &mut self.unexp_untagged
+            };
             q.remove(pos);
             if op.flags.discard {
                 self.discard_rec(id);
@@ -209,11 +249,24 @@ impl<B: UserBuf> MsgLayer<B> {
             });
             self.discard_rec(id);
             let tagged = op.tag.is_some();
-            return self.complete_recv(op.context, tagged, op.report, Some(op.buf), info, false, None);
+            return self.complete_recv(
+                op.context,
+                tagged,
+                op.report,
+                Some(op.buf),
+                info,
+                false,
+                None,
+            );
         }
         let mut op = op;
         op.flags.multi_recv = false;
-        let rid = self.recvs.insert(RecvEntry { op, used_bytes: 0, inflight: 0, posted: false });
+        let rid = self.recvs.insert(RecvEntry {
+            op,
+            used_bytes: 0,
+            inflight: 0,
+            posted: false,
+        });
         self.bind(id, rid);
         self.check_done(id);
     }
@@ -221,9 +274,14 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Cancel the posted receive with `context`; true if found.
     pub(crate) fn cancel_recv(&mut self, context: u64) -> bool {
         for tagged in [true, false] {
-            let q = if tagged { &self.posted_tagged } else { &self.posted_untagged };
-            let pos =
-                q.iter().position(|&rid| self.recvs.get(rid).is_some_and(|e| e.op.context == context));
+            let q = if tagged {
+                &self.posted_tagged
+            } else {
+                &self.posted_untagged
+            };
+            let pos = q
+                .iter()
+                .position(|&rid| self.recvs.get(rid).is_some_and(|e| e.op.context == context));
             let Some(pos) = pos else {
                 continue;
             };

@@ -30,9 +30,10 @@ use slab::Slab;
 
 /// Largest RDM message, bytes (1 TiB: "unlimited" for MPI, safe in every offset sum).
 pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
-/// Bytes of an SRD datagram assumed taken by the SRD header until `pump` learns the real
-/// `max_payload` (only DGRAM mode's `max_msg_size` depends on it).
-pub const SRD_HEADER_RESERVE_BYTES: usize = 64;
+/// Bytes of a UDP datagram assumed taken by the SRD header (`wire::srd::HEADER_LEN`, 48)
+/// until `set_max_payload` or `pump` tells the real `max_payload` (only DGRAM mode's
+/// `max_msg_size` depends on it).
+pub const SRD_HEADER_RESERVE_BYTES: usize = 48;
 /// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`.
 pub const CREDIT_SHARES: usize = 8;
 
@@ -203,6 +204,12 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Set the minimum free space of multi-recv buffers (`FI_OPT_MIN_MULTI_RECV`), bytes.
     pub fn set_min_multi_recv(&mut self, bytes: usize) {
         self.min_multi_recv = bytes;
+    }
+
+    /// Tell the layer the datagram service's `max_payload` (bytes) before the first `pump`,
+    /// so DGRAM mode's `max_msg_size` is exact from the start.
+    pub fn set_max_payload(&mut self, bytes: usize) {
+        self.payload_max = bytes;
     }
 
     /// Bytes of unexpected (unmatched) eager/medium data held now.

@@ -63,7 +63,8 @@ impl<B: UserBuf> MsgLayer<B> {
             }
         };
         let data = pkt.payload();
-        let (Ok(total), Ok(off)) = (usize::try_from(repr.total), usize::try_from(repr.offset)) else {
+        let (Ok(total), Ok(off)) = (usize::try_from(repr.total), usize::try_from(repr.offset))
+        else {
             self.stats.bad += 1;
             return;
         };
@@ -78,7 +79,12 @@ impl<B: UserBuf> MsgLayer<B> {
         match repr.ty {
             MsgType::Data | MsgType::Rts => self.on_msg_segment(peer, &repr, total, off, data),
             MsgType::RData => match self.in_map.get(&(peer.0, repr.seq)) {
-                Some(&id) if self.ins.get(id).is_some_and(|r| r.rndv && r.target != Target::None) => {
+                Some(&id)
+                    if self
+                        .ins
+                        .get(id)
+                        .is_some_and(|r| r.rndv && r.target != Target::None) =>
+                {
                     self.place(id, off, data)
                 }
                 _ => self.stats.stray += 1,
@@ -217,7 +223,11 @@ impl<B: UserBuf> MsgLayer<B> {
                 }
             }
             Target::None => {
-                if let Some(dst) = rec.bounce.as_mut().and_then(|b| b.get_mut(off..off + data.len())) {
+                if let Some(dst) = rec
+                    .bounce
+                    .as_mut()
+                    .and_then(|b| b.get_mut(off..off + data.len()))
+                {
                     dst.copy_from_slice(data);
                 }
             }

@@ -112,11 +112,25 @@ impl<B: UserBuf> MsgLayer<B> {
         if let Some(&c) = self.peer_mut(p).ctrl.front() {
             let (repr, token) = match c {
                 Ctrl::Cts { seq, grant } => (
-                    Repr { ty: MsgType::Cts, seq, total: grant, offset: 0, tag: None, data: None },
+                    Repr {
+                        ty: MsgType::Cts,
+                        seq,
+                        total: grant,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
                     TOKEN_CTRL | TOKEN_CTS | seq as u64,
                 ),
                 Ctrl::Credit { bytes } => (
-                    Repr { ty: MsgType::Credit, seq: 0, total: bytes, offset: 0, tag: None, data: None },
+                    Repr {
+                        ty: MsgType::Credit,
+                        seq: 0,
+                        total: bytes,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
                     TOKEN_CTRL,
                 ),
             };
@@ -152,8 +166,16 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         let (ty, off, n) = match m.proto {
             Proto::Rndv if !m.rts_sent => (MsgType::Rts, 0, 0),
-            Proto::Rndv => (MsgType::RData, m.next_off, room.min(m.end_bytes - m.next_off)),
-            _ => (MsgType::Data, m.next_off, room.min(m.total_bytes - m.next_off)),
+            Proto::Rndv => (
+                MsgType::RData,
+                m.next_off,
+                room.min(m.end_bytes - m.next_off),
+            ),
+            _ => (
+                MsgType::Data,
+                m.next_off,
+                room.min(m.total_bytes - m.next_off),
+            ),
         };
         let repr = Repr {
             ty,
@@ -324,7 +346,9 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// `p` restarted: every started, unfinished send to it fails; sequence numbers restart.
     pub(crate) fn reset_peer_sends(&mut self, p: PeerId) {
-        let started = self.outs.indices_where(|m| m.op.peer == p && m.proto != Proto::Unstarted);
+        let started = self
+            .outs
+            .indices_where(|m| m.op.peer == p && m.proto != Proto::Unstarted);
         for id in started {
             self.fail_send(id, CompError::PeerUnreachable);
         }

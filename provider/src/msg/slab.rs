@@ -9,7 +9,11 @@ pub(crate) struct Slab<T> {
 
 impl<T> Slab<T> {
     pub(crate) fn new() -> Self {
-        Slab { items: Vec::new(), free: Vec::new(), len: 0 }
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
     }
 
     /// Store `v`, returning its index.

@@ -261,7 +261,14 @@ impl Repr {
             return Err(WireError::Malformed);
         }
         let data = (flags & FLAG_HAS_DATA != 0).then(|| p.cq_data());
-        Ok(Repr { ty, seq: p.seq(), total, offset, tag, data })
+        Ok(Repr {
+            ty,
+            seq: p.seq(),
+            total,
+            offset,
+            tag,
+            data,
+        })
     }
 
     /// Header length in bytes.

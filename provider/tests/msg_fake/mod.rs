@@ -45,7 +45,12 @@ impl Datagrams for Port<'_> {
         self.net.max_payload
     }
     fn can_send(&self, peer: PeerId) -> bool {
-        self.net.counts.get(&(self.me, peer.0)).copied().unwrap_or(0) < self.net.cap
+        self.net
+            .counts
+            .get(&(self.me, peer.0))
+            .copied()
+            .unwrap_or(0)
+            < self.net.cap
     }
     fn send(
         &mut self,
@@ -64,12 +69,21 @@ impl Datagrams for Port<'_> {
         let mut data = vec![0u8; len];
         fill(&mut data);
         if self.net.dead.contains(&(self.me, peer.0)) {
-            let ev = DgramEvent::Failed { peer, token, reason: FailReason::Unreachable };
+            let ev = DgramEvent::Failed {
+                peer,
+                token,
+                reason: FailReason::Unreachable,
+            };
             self.net.events.push((self.me, ev));
             return Ok(());
         }
         *self.net.counts.entry((self.me, peer.0)).or_insert(0) += 1;
-        self.net.inflight.push(Pkt { from: self.me, to: peer.0, token, data });
+        self.net.inflight.push(Pkt {
+            from: self.me,
+            to: peer.0,
+            token,
+            data,
+        });
         Ok(())
     }
 }
@@ -112,7 +126,10 @@ impl Cluster {
     }
 
     pub fn pump(&mut self, i: usize) {
-        let mut port = Port { net: &mut self.net, me: i as u32 };
+        let mut port = Port {
+            net: &mut self.net,
+            me: i as u32,
+        };
         self.nodes[i].pump(&mut port);
         while let Some(c) = self.nodes[i].poll_completion() {
             self.comps[i].push(c);
@@ -139,7 +156,10 @@ impl Cluster {
             }
             self.net.delivered += 1;
             self.nodes[p.to as usize].handle_payload(PeerId(p.from), &p.data);
-            let ev = DgramEvent::Acked { peer: PeerId(p.to), token: p.token };
+            let ev = DgramEvent::Acked {
+                peer: PeerId(p.to),
+                token: p.token,
+            };
             self.net.events.push((p.from, ev));
             self.pump(p.to as usize);
             self.pump(p.from as usize);
@@ -215,7 +235,9 @@ impl Cluster {
             }
         }
         self.net.inflight = kept;
-        self.net.counts.retain(|&(f, t), _| !((f, t) == (a, b) || (f, t) == (b, a)));
+        self.net
+            .counts
+            .retain(|&(f, t), _| !((f, t) == (a, b) || (f, t) == (b, a)));
     }
 
     pub fn send(&mut self, from: usize, to: usize, op: SendOp<Vec<u8>>) {
@@ -231,8 +253,9 @@ impl Cluster {
 
     /// Take node `i`'s completions of `kind`.
     pub fn take(&mut self, i: usize, kind: CompKind) -> Vec<Comp> {
-        let (want, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.comps[i]).into_iter().partition(|c| c.kind == kind);
+        let (want, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.comps[i])
+            .into_iter()
+            .partition(|c| c.kind == kind);
         self.comps[i] = rest;
         want
     }
@@ -240,7 +263,9 @@ impl Cluster {
 
 /// Deterministic test bytes of message `id`.
 pub fn pattern(id: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (id.wrapping_mul(131) as usize + i * 7 + (i >> 9)) as u8).collect()
+    (0..len)
+        .map(|i| (id.wrapping_mul(131) as usize + i * 7 + (i >> 9)) as u8)
+        .collect()
 }
 
 pub fn sop(to: usize, buf: Vec<u8>, tag: Option<u64>, context: u64) -> SendOp<Vec<u8>> {
@@ -255,7 +280,12 @@ pub fn sop(to: usize, buf: Vec<u8>, tag: Option<u64>, context: u64) -> SendOp<Ve
     }
 }
 
-pub fn rop(len: usize, tag: Option<(u64, u64)>, src: Option<usize>, context: u64) -> RecvOp<Vec<u8>> {
+pub fn rop(
+    len: usize,
+    tag: Option<(u64, u64)>,
+    src: Option<usize>,
+    context: u64,
+) -> RecvOp<Vec<u8>> {
     RecvOp {
         src: src.map(|s| PeerId(s as u32)),
         buf: vec![0xEE; len],
