@@ -576,3 +576,48 @@ fn too_large_and_invalid_posts() {
     r.flags.multi_recv = true;
     assert_eq!(c.nodes[1].post_recv(r), Err(OpError::Invalid));
 }
+
+#[test]
+fn blocked_peer_does_not_block_others() {
+    let mut c = cluster(3, 17);
+    c.net.link_cap.insert((0, 1), 0);
+    c.send(0, 1, sop(1, vec![1; 5 * SEG], None, 1));
+    c.send(0, 2, sop(2, vec![2; 5 * SEG], None, 2));
+    c.recv(2, rop(5 * SEG, None, None, 3));
+    for _ in 0..1000 {
+        c.step();
+    }
+    assert_eq!(
+        one(&mut c, 2, CompKind::Recv).buf.unwrap(),
+        vec![2; 5 * SEG]
+    );
+    assert!(c.nodes[0].has_pending_sends());
+    // Unblock: the held-back peer drains too.
+    c.net.link_cap.clear();
+    c.recv(1, rop(5 * SEG, None, None, 4));
+    run(&mut c);
+    assert_eq!(
+        one(&mut c, 1, CompKind::Recv).buf.unwrap(),
+        vec![1; 5 * SEG]
+    );
+    assert!(!c.nodes[0].has_pending_sends());
+}
+
+#[test]
+fn multi_recv_with_zero_minimum_releases_when_full() {
+    let mut c = cluster(2, 18);
+    let mut m = rop(3000, None, None, 9);
+    m.flags.multi_recv = true;
+    c.recv(1, m);
+    c.send(0, 1, sop(1, vec![1; 1000], None, 1));
+    c.send(0, 1, sop(1, vec![2; 2000], None, 2));
+    run(&mut c);
+    let rs = c.take(1, CompKind::Recv);
+    assert_eq!(rs.len(), 2);
+    assert_eq!(
+        rs.iter()
+            .filter(|r| r.multi_recv_done && r.buf.is_some())
+            .count(),
+        1
+    );
+}

@@ -116,7 +116,8 @@ impl<B: UserBuf> MsgLayer<B> {
         if multi {
             e.used_bytes = base + rec.total_bytes.min(cap);
             e.inflight += 1;
-            if blen - e.used_bytes < min_multi {
+            // A full buffer is released even when the minimum is 0.
+            if blen - e.used_bytes < min_multi.max(1) {
                 e.posted = false;
                 released = true;
             }

@@ -293,7 +293,7 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         let (ctx, tagged, report) = (e.op.context, e.op.tag.is_some(), e.op.report);
         if e.op.flags.multi_recv {
-            e.inflight -= 1;
+            e.inflight = e.inflight.saturating_sub(1);
             if e.posted || e.inflight > 0 {
                 self.complete_recv(ctx, tagged, report, None, info, false, error);
                 return;

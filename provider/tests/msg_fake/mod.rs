@@ -25,6 +25,8 @@ pub struct Net {
     /// Most datagrams in flight per (from, to) link.
     pub cap: usize,
     pub counts: HashMap<(u32, u32), usize>,
+    /// Per-link overrides of `cap`.
+    pub link_cap: HashMap<(u32, u32), usize>,
     pub max_payload: usize,
     /// Reports not yet delivered: (node, event).
     pub events: Vec<(u32, DgramEvent)>,
@@ -45,12 +47,14 @@ impl Datagrams for Port<'_> {
         self.net.max_payload
     }
     fn can_send(&self, peer: PeerId) -> bool {
-        self.net
-            .counts
-            .get(&(self.me, peer.0))
+        let link = (self.me, peer.0);
+        let cap = self
+            .net
+            .link_cap
+            .get(&link)
             .copied()
-            .unwrap_or(0)
-            < self.net.cap
+            .unwrap_or(self.net.cap);
+        self.net.counts.get(&link).copied().unwrap_or(0) < cap
     }
     fn send(
         &mut self,
@@ -113,6 +117,7 @@ impl Cluster {
                 inflight: Vec::new(),
                 cap: 16,
                 counts: HashMap::new(),
+                link_cap: HashMap::new(),
                 max_payload: 1400,
                 events: Vec::new(),
                 dead: HashSet::new(),
