@@ -621,3 +621,43 @@ fn multi_recv_with_zero_minimum_releases_when_full() {
         1
     );
 }
+
+#[test]
+fn failed_cts_fails_the_matched_receive() {
+    let mut c = cluster(2, 19);
+    c.recv(1, rop(EAGER * 4, None, None, 1));
+    c.send(0, 1, sop(1, vec![1; EAGER * 4], None, 2));
+    // Deliver the RTS; node 1 answers with a CTS at once.
+    while c.net.inflight.iter().all(|p| p.from != 1) {
+        assert!(c.step());
+    }
+    c.kill_link(0, 1);
+    run(&mut c);
+    let r = one(&mut c, 1, CompKind::Recv);
+    assert_eq!((r.context, r.error), (1, Some(CompError::PeerUnreachable)));
+    assert_eq!(c.nodes[1].live_counts(), (0, 0, 0));
+}
+
+#[test]
+fn restart_keeps_whole_unexpected_messages() {
+    let mut c = cluster(2, 20);
+    c.send(0, 1, sop(1, pattern(1, 3 * SEG), None, 1));
+    run(&mut c);
+    c.restart(0);
+    c.send(0, 1, sop(1, pattern(2, 100), None, 2));
+    run(&mut c);
+    c.recv(1, rop(3 * SEG, None, None, 10));
+    c.recv(1, rop(3 * SEG, None, None, 11));
+    run(&mut c);
+    let mut rs = c.take(1, CompKind::Recv);
+    rs.sort_by_key(|r| r.context);
+    assert_eq!(rs.len(), 2);
+    assert_eq!(
+        rs[0].buf.as_ref().unwrap()[..rs[0].len],
+        pattern(1, 3 * SEG)[..]
+    );
+    assert_eq!(
+        rs[1].buf.as_ref().unwrap()[..rs[1].len],
+        pattern(2, 100)[..]
+    );
+}
