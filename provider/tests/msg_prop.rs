@@ -32,7 +32,7 @@ fn random_len(rng: &mut Rng) -> usize {
     }
 }
 
-fn one_seed(seed: u64) {
+fn one_seed(seed: u64) -> usize {
     let mut rng = Rng::new(seed);
     let n = 2 + rng.below(3) as usize;
     let mut c = Cluster::new(n, cfg(EpMode::Rdm), seed ^ 0xABCD);
@@ -68,6 +68,7 @@ fn one_seed(seed: u64) {
         }
     }
     let (mut si, mut ri) = (0, 0);
+    let (mut peeks, mut cancels, mut claims) = (0, 0, 0);
     let mut posted: Vec<(usize, u64)> = Vec::new(); // (template message, context)
     let mut max_len: HashMap<(usize, Option<u64>), usize> = HashMap::new();
     for m in &msgs {
@@ -97,7 +98,28 @@ fn one_seed(seed: u64) {
                 full
             };
             let tag = m.class.map(|cl| (cl, !0xFF));
-            c.recv(m.to, rop(room, tag, dir.then_some(m.from), ctx));
+            let src = dir.then_some(m.from);
+            let mut op = rop(room, tag, src, ctx);
+            if rng.chance(0.2) {
+                // Peek + claim first: it must reserve exactly what a receive would take.
+                let mut p = rop(0, tag, src, ctx);
+                p.flags.peek = true;
+                p.flags.claim = true;
+                c.recv(m.to, p);
+                let found = c.comps[m.to]
+                    .last()
+                    .is_some_and(|r| r.context == ctx && r.error.is_none());
+                op.flags.claim = found;
+                claims += usize::from(found);
+                peeks += 1;
+            }
+            c.recv(m.to, op);
+            if rng.chance(0.1) {
+                // A receive nobody sends to, cancelled.
+                c.recv(m.to, rop(10, Some((0x77, 0)), None, 7 << 40));
+                assert!(c.nodes[m.to].cancel(7 << 40), "seed {seed}");
+                cancels += 1;
+            }
             posted.push((tmpl, ctx));
         }
         for _ in 0..rng.below(30) {
@@ -110,6 +132,23 @@ fn one_seed(seed: u64) {
     let mut seen = HashSet::new();
     for to in 0..n {
         let mut rs = c.take(to, CompKind::Recv);
+        // Peek reports (no buffer) and cancelled receives are checked, then set aside.
+        let canceled = rs
+            .iter()
+            .filter(|r| r.error == Some(CompError::Canceled))
+            .count();
+        let peeked = rs
+            .iter()
+            .filter(|r| r.buf.is_none() || r.error == Some(CompError::NoMessage))
+            .count();
+        assert!(rs
+            .iter()
+            .all(|r| r.error != Some(CompError::Canceled) || r.context == 7 << 40));
+        rs.retain(|r| {
+            r.buf.is_some() && !matches!(r.error, Some(CompError::Canceled | CompError::NoMessage))
+        });
+        peeks -= peeked;
+        cancels -= canceled;
         rs.sort_by_key(|r| r.context);
         let mut last: HashMap<(usize, Option<u64>), usize> = HashMap::new();
         let mut send_pos = vec![0; count];
@@ -151,6 +190,11 @@ fn one_seed(seed: u64) {
         }
     }
     assert_eq!(seen.len(), count, "seed {seed}: messages missing");
+    assert_eq!(
+        (peeks, cancels),
+        (0, 0),
+        "seed {seed}: peek / cancel completions missing"
+    );
     for (i, node) in c.nodes.iter().enumerate() {
         assert_eq!(
             node.live_counts(),
@@ -161,11 +205,14 @@ fn one_seed(seed: u64) {
     }
     let sent: usize = (0..n).map(|i| c.take(i, CompKind::Send).len()).sum();
     assert_eq!(sent, count, "seed {seed}: send completions");
+    claims
 }
 
 #[test]
 fn random_mixes_over_many_seeds() {
-    for seed in 0..320 {
-        one_seed(seed);
-    }
+    let claims: usize = (0..320).map(one_seed).sum();
+    assert!(
+        claims > 50,
+        "peek + claim found a message only {claims} times"
+    );
 }
