@@ -35,7 +35,7 @@ pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
 /// `max_msg_size` depends on it).
 pub const SRD_HEADER_RESERVE_BYTES: usize = 48;
 /// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`.
-pub const CREDIT_SHARES: usize = 8;
+pub const CREDIT_SHARES: usize = 64;
 
 /// Counters of the message layer (diagnostics; nothing here is an error the app sees).
 #[derive(Clone, Debug, Default)]
