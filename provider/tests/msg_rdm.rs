@@ -661,3 +661,29 @@ fn restart_keeps_whole_unexpected_messages() {
         pattern(2, 100)[..]
     );
 }
+
+#[test]
+fn report_flag_is_copied_and_errors_always_report() {
+    let mut c = cluster(2, 21);
+    let mut s = sop(1, vec![1; 10], None, 1);
+    s.report = false;
+    let mut r = rop(10, None, None, 2);
+    r.report = false;
+    c.recv(1, r);
+    c.send(0, 1, s);
+    let mut r = rop(5, None, None, 3);
+    r.report = false;
+    c.recv(1, r);
+    let mut s = sop(1, vec![2; 10], None, 4);
+    s.report = false;
+    c.send(0, 1, s);
+    run(&mut c);
+    let mut rs = c.take(1, CompKind::Recv);
+    rs.sort_by_key(|r| r.context);
+    assert_eq!((rs[0].report, rs[0].error), (false, None));
+    assert_eq!(
+        (rs[1].report, rs[1].error),
+        (true, Some(CompError::Truncated))
+    );
+    assert!(c.take(0, CompKind::Send).iter().all(|s| !s.report));
+}
