@@ -687,3 +687,79 @@ fn report_flag_is_copied_and_errors_always_report() {
     );
     assert!(c.take(0, CompKind::Send).iter().all(|s| !s.report));
 }
+
+/// The message sequence number in a message-layer datagram.
+fn seq_of(p: &msg_fake::Pkt) -> u32 {
+    u32::from_be_bytes([p.data[4], p.data[5], p.data[6], p.data[7]])
+}
+
+#[test]
+fn failed_message_is_aborted_and_later_ones_flow() {
+    // deliver_first: how many of the failed message's datagrams get through first.
+    for (k, deliver_first) in [0usize, 2].into_iter().enumerate() {
+        for len in [5 * SEG, EAGER * 3] {
+            let mut c = cluster(2, 30 + k as u64);
+            c.net.cap = 64;
+            c.recv(1, rop(len, None, None, 1));
+            c.recv(1, rop(100, None, None, 2));
+            c.send(0, 1, sop(1, vec![1; len], None, 1));
+            c.send(0, 1, sop(1, vec![2; 100], None, 2));
+            // Deliver a few of message 0's datagrams (answering its RTS), then fail the rest.
+            let mut delivered = 0;
+            for _ in 0..100 {
+                if delivered >= deliver_first {
+                    break;
+                }
+                let i = c
+                    .net
+                    .inflight
+                    .iter()
+                    .position(|p| p.from == 0 && seq_of(p) == 0);
+                let i = i.or_else(|| c.net.inflight.iter().position(|p| p.from == 1));
+                let Some(i) = i else {
+                    break;
+                };
+                let p = c.net.inflight.swap_remove(i);
+                *c.net.counts.get_mut(&(p.from, p.to)).unwrap() -= 1;
+                c.nodes[p.to as usize].handle_payload(PeerId(p.from), &p.data);
+                c.pump(p.to as usize);
+                c.pump(p.from as usize);
+                delivered += usize::from(p.from == 0);
+            }
+            let n = c.fail_where(|p| p.from == 0 && seq_of(p) == 0);
+            assert!(n > 0);
+            run(&mut c);
+            let s = c.take(0, CompKind::Send);
+            let s0 = s.iter().find(|s| s.context == 1).unwrap();
+            // Sends complete when handed down; only a rendezvous send whose RTS failed
+            // was still going.
+            let want = (len > EAGER && delivered == 0).then_some(CompError::PeerUnreachable);
+            assert_eq!(s0.error, want, "len {len} k {k}");
+            assert_eq!(s.iter().find(|s| s.context == 2).unwrap().error, None);
+            let rs = c.take(1, CompKind::Recv);
+            let r1 = rs
+                .iter()
+                .find(|r| r.context == 1)
+                .expect("receive 1 completes");
+            if delivered == 0 {
+                // Nothing of message 0 arrived: to the receiver it never existed, and
+                // message 1 takes the first receive instead of waiting forever.
+                assert_eq!((r1.error, r1.len), (None, 100), "len {len} k {k}");
+                assert_eq!(r1.buf.as_ref().unwrap()[..100], vec![2; 100][..]);
+                assert!(c.nodes[1].cancel(2));
+            } else {
+                let r2 = rs
+                    .iter()
+                    .find(|r| r.context == 2)
+                    .expect("message 1 held back");
+                assert_eq!(r2.buf.as_ref().unwrap()[..r2.len], vec![2; 100][..]);
+                assert_eq!(
+                    r1.error,
+                    Some(CompError::PeerUnreachable),
+                    "len {len} k {k}"
+                );
+            }
+            assert_eq!(c.nodes[1].live_counts(), (0, 0, 0));
+        }
+    }
+}

@@ -101,7 +101,7 @@ fn round_trip_random() {
         MsgType::Credit,
     ];
     for _ in 0..20_000 {
-        let ty = types[rng.below(5) as usize];
+        let ty = types[rng.below(types.len() as u64) as usize];
         let total = rng.below(1 << 40);
         let offset = match ty {
             MsgType::Data | MsgType::RData => rng.below(total + 1),
@@ -134,7 +134,7 @@ fn random_bytes_never_panic() {
         // Bias half the inputs toward valid version/type/flags so deeper checks run.
         if i % 2 == 0 && len >= 4 {
             buf[0] = 1;
-            buf[1] = 1 + (buf[1] % 5);
+            buf[1] = 1 + (buf[1] % 6);
             buf[2] &= 3;
             buf[3] = 0;
         }

@@ -19,13 +19,13 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::buf::UserBuf;
 use crate::config::{Config, EpMode};
-use crate::dgram::{Datagrams, DgramEvent, PeerId};
+use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId};
 use crate::wire::msg::HEADER_LEN;
 
 use matching::RecvEntry;
 use peer::PeerState;
 use recv::InRec;
-use send::{OutMsg, TOKEN_CTRL, TOKEN_CTS};
+use send::{OutMsg, TOKEN_ABORT, TOKEN_CTRL, TOKEN_CTS};
 use slab::Slab;
 
 /// Largest RDM message, bytes (1 TiB: "unlimited" for MPI, safe in every offset sum).
@@ -36,6 +36,9 @@ pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
 pub const SRD_HEADER_RESERVE_BYTES: usize = 48;
 /// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`.
 pub const CREDIT_SHARES: usize = 64;
+
+/// How many times an ABORT is sent before the peer is given up for dead.
+pub const MAX_ABORT_TRIES: u8 = 8;
 
 /// Counters of the message layer (diagnostics; nothing here is an error the app sees).
 #[derive(Clone, Debug, Default)]
@@ -69,7 +72,6 @@ pub struct MsgLayer<B: UserBuf> {
     outs: Slab<OutMsg<B>>,
     /// Rendezvous sends by (peer, seq), for CTS lookup.
     out_map: HashMap<(u32, u32), usize>,
-    next_gen: u32,
     recvs: Slab<RecvEntry<B>>,
     posted_tagged: VecDeque<usize>,
     posted_untagged: VecDeque<usize>,
@@ -105,7 +107,6 @@ impl<B: UserBuf> MsgLayer<B> {
             blocked: Vec::new(),
             outs: Slab::new(),
             out_map: HashMap::new(),
-            next_gen: 0,
             recvs: Slab::new(),
             posted_tagged: VecDeque::new(),
             posted_untagged: VecDeque::new(),
@@ -165,16 +166,34 @@ impl<B: UserBuf> MsgLayer<B> {
     /// An acknowledgement or failure report from the SRD layer.
     pub fn handle_event(&mut self, ev: DgramEvent) {
         match ev {
-            DgramEvent::Acked { token, .. } => {
+            DgramEvent::Acked { peer, token } => {
                 if token & TOKEN_CTRL == 0 {
-                    self.on_send_acked(token);
+                    self.on_send_acked(peer, token);
                 }
             }
-            DgramEvent::Failed { peer, token, .. } => {
+            DgramEvent::Failed {
+                peer,
+                token,
+                reason,
+            } => {
                 if token & TOKEN_CTRL == 0 {
-                    self.on_send_failed(token);
+                    self.on_send_failed(peer, token, reason);
                 } else if token & TOKEN_CTS != 0 {
                     self.on_cts_failed(peer, token as u32);
+                } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
+                    // The peer must learn of the abort or it waits for that message
+                    // forever; the SRD keeps the peer after an unreachable episode, so
+                    // try again a few times (each try takes one unreachable timeout).
+                    let tries = ((token >> 32) as u8).saturating_add(1);
+                    if tries < MAX_ABORT_TRIES {
+                        self.push_ctrl(
+                            peer,
+                            peer::Ctrl::Abort {
+                                seq: token as u32,
+                                tries,
+                            },
+                        );
+                    }
                 }
             }
             DgramEvent::PeerRestarted { peer } => {

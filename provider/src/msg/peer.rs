@@ -13,6 +13,9 @@ pub(crate) enum Ctrl {
     Cts { seq: u32, grant: u64 },
     /// Return `bytes` of eager credit.
     Credit { bytes: u64 },
+    /// Our message `seq` failed: the peer must stop waiting for it. `tries` counts
+    /// earlier attempts that failed too.
+    Abort { seq: u32, tries: u8 },
 }
 
 /// What this endpoint knows about one peer.
@@ -31,6 +34,8 @@ pub(crate) struct PeerState {
     pub send_credit_bytes: usize,
     /// Eager bytes the peer sent us that left unexpected memory, not yet credited back.
     pub credit_owed_bytes: usize,
+    /// Sequence number of the last message we sent an ABORT for.
+    pub last_abort_seq: Option<u32>,
 }
 
 impl PeerState {
@@ -43,6 +48,7 @@ impl PeerState {
             in_ready: false,
             send_credit_bytes: credit_bytes,
             credit_owed_bytes: 0,
+            last_abort_seq: None,
         }
     }
 

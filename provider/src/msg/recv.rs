@@ -43,6 +43,8 @@ pub(crate) struct InRec {
     pub ready: bool,
     /// Eager credit to return to the sender once the data left unexpected memory, bytes.
     pub charged_bytes: usize,
+    /// The sender aborted it (ABORT): skipped, never matched, when its turn comes.
+    pub aborted: bool,
 }
 
 impl<B: UserBuf> MsgLayer<B> {
@@ -90,6 +92,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 _ => self.stats.stray += 1,
             },
             MsgType::Cts => self.on_cts(peer, repr.seq, repr.total),
+            MsgType::Abort => self.on_abort(peer, repr.seq),
             MsgType::Credit => {
                 let st = self.peer_mut(peer);
                 st.send_credit_bytes = st.send_credit_bytes.saturating_add(total);
@@ -128,6 +131,7 @@ impl<B: UserBuf> MsgLayer<B> {
             in_map: true,
             ready: false,
             charged_bytes: if rndv { 0 } else { total },
+            aborted: false,
         });
         self.in_map.insert((peer.0, repr.seq), id);
         if ahead != 0 {
@@ -142,25 +146,84 @@ impl<B: UserBuf> MsgLayer<B> {
             }
             return;
         }
+        self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
         self.enter_matching(id);
         if !rndv {
             self.place(id, off, data);
         } else {
             self.check_done(id);
         }
-        // Release held successors in order.
-        let mut next = next;
+        self.release_in_order(peer);
+    }
+
+    /// Match (or skip, if aborted) held records of `peer` that are now next in send order.
+    fn release_in_order(&mut self, peer: PeerId) {
         loop {
-            next = next.wrapping_add(1);
-            self.peer_mut(peer).next_match_seq = next;
-            match self.in_map.get(&(peer.0, next)) {
-                Some(&nid) if self.ins.get(nid).is_some_and(|r| !r.ready) => {
-                    self.enter_matching(nid);
-                    self.check_done(nid);
-                }
-                _ => break,
+            let next = self.peer_mut(peer).next_match_seq;
+            let Some(&id) = self.in_map.get(&(peer.0, next)) else {
+                break;
+            };
+            let Some(aborted) = self.ins.get(id).filter(|r| !r.ready).map(|r| r.aborted) else {
+                break;
+            };
+            self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
+            if aborted {
+                self.remove_rec(id);
+            } else {
+                self.enter_matching(id);
+                self.check_done(id);
             }
         }
+    }
+
+    /// The sender gave up on its message `seq`: fail or forget what we have of it and
+    /// make sure later messages of the peer are not held back behind it.
+    fn on_abort(&mut self, peer: PeerId, seq: u32) {
+        if let Some(&id) = self.in_map.get(&(peer.0, seq)) {
+            let Some(r) = self.ins.get_mut(id) else {
+                return;
+            };
+            let charged = core::mem::take(&mut r.charged_bytes);
+            if r.ready {
+                self.fail_rec(id);
+            } else {
+                r.aborted = true;
+                if let Some(b) = r.bounce.take() {
+                    self.free_bounce(b);
+                }
+            }
+            self.owe_credit(peer, charged);
+            return;
+        }
+        let next = self.peer_mut(peer).next_match_seq;
+        if seq.wrapping_sub(next) >= 1 << 31 {
+            // Finished already (all its bytes arrived before the failure was seen).
+            self.stats.stray += 1;
+            return;
+        }
+        if seq == next {
+            self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
+            self.release_in_order(peer);
+            return;
+        }
+        // A tombstone, so the hold-back skips it.
+        let id = self.ins.insert(InRec {
+            peer,
+            seq,
+            total_bytes: 0,
+            tag: None,
+            data: None,
+            rndv: false,
+            arrived_bytes: 0,
+            expect_bytes: 0,
+            target: Target::None,
+            bounce: None,
+            in_map: true,
+            ready: false,
+            charged_bytes: 0,
+            aborted: true,
+        });
+        self.in_map.insert((peer.0, seq), id);
     }
 
     /// A DGRAM-mode datagram: one whole message, matched in arrival order.
@@ -187,6 +250,7 @@ impl<B: UserBuf> MsgLayer<B> {
             in_map: false,
             ready: false,
             charged_bytes: 0,
+            aborted: false,
         });
         self.enter_matching(id);
         self.place(id, 0, data);

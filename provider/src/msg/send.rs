@@ -6,7 +6,7 @@ use super::peer::Ctrl;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
-use crate::dgram::{Datagrams, PeerId, SendError};
+use crate::dgram::{Datagrams, FailReason, PeerId, SendError};
 use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
 
 /// Token bit marking control datagrams (CTS, credit); their events are ignored
@@ -14,6 +14,8 @@ use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
 pub(crate) const TOKEN_CTRL: u64 = 1 << 63;
 /// Token bit (with `TOKEN_CTRL`) marking a CTS; the low 32 bits are its sequence number.
 pub(crate) const TOKEN_CTS: u64 = 1 << 62;
+/// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
+pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
 
 /// How a message travels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -29,8 +31,6 @@ pub(crate) enum Proto {
 /// One outgoing message.
 pub(crate) struct OutMsg<B> {
     pub op: SendOp<B>,
-    /// Generation, so events for a reused slab slot are recognised as stale.
-    pub gen: u32,
     pub total_bytes: usize,
     pub seq: u32,
     pub proto: Proto,
@@ -55,19 +55,29 @@ enum Step {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    pub(crate) fn token_of(&self, id: usize) -> u64 {
-        let gen = self.outs.get(id).map_or(0, |m| m.gen);
-        ((gen as u64 & 0x3FFF_FFFF) << 32) | id as u64
+    /// Token of a datagram of message `seq` in slot `id`: bit 63 clear, `seq` in bits
+    /// 31..63, the slot in bits 0..31. The sequence number identifies the message even
+    /// after it completed (for ABORT) and makes events for a reused slot stale.
+    pub(crate) fn token_of(id: usize, seq: u32) -> u64 {
+        ((seq as u64) << 31) | (id as u64 & 0x7FFF_FFFF)
+    }
+
+    /// The live, started message a datagram token names, if any.
+    fn out_of_token(&self, peer: PeerId, token: u64) -> Option<usize> {
+        let id = (token & 0x7FFF_FFFF) as usize;
+        let seq = (token >> 31) as u32;
+        self.outs
+            .get(id)
+            .filter(|m| m.op.peer == peer && m.seq == seq && m.proto != Proto::Unstarted)
+            .map(|_| id)
     }
 
     /// Queue a send (after validation).
     pub(crate) fn enqueue_send(&mut self, op: SendOp<B>) {
-        self.next_gen = self.next_gen.wrapping_add(1) & 0x3FFF_FFFF;
         let peer = op.peer;
         let total = op.buf.len();
         let id = self.outs.insert(OutMsg {
             op,
-            gen: self.next_gen,
             total_bytes: total,
             seq: 0,
             proto: Proto::Unstarted,
@@ -122,6 +132,17 @@ impl<B: UserBuf> MsgLayer<B> {
                     },
                     TOKEN_CTRL | TOKEN_CTS | seq as u64,
                 ),
+                Ctrl::Abort { seq, tries } => (
+                    Repr {
+                        ty: MsgType::Abort,
+                        seq,
+                        total: 0,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
+                    TOKEN_CTRL | TOKEN_ABORT | (tries as u64) << 32 | seq as u64,
+                ),
                 Ctrl::Credit { bytes } => (
                     Repr {
                         ty: MsgType::Credit,
@@ -160,10 +181,10 @@ impl<B: UserBuf> MsgLayer<B> {
         if m.proto == Proto::Unstarted {
             self.start_send(id, p);
         }
-        let token = self.token_of(id);
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Idle;
         };
+        let token = Self::token_of(id, m.seq);
         let (ty, off, n) = match m.proto {
             Proto::Rndv if !m.rts_sent => (MsgType::Rts, 0, 0),
             Proto::Rndv => (
@@ -242,9 +263,8 @@ impl<B: UserBuf> MsgLayer<B> {
         } else {
             Proto::Rndv
         };
-        if mode == EpMode::Rdm {
-            st.next_send_seq = seq.wrapping_add(1);
-        }
+        // DGRAM receivers ignore it, but it keeps tokens unique there too.
+        st.next_send_seq = seq.wrapping_add(1);
         if proto == Proto::Rndv {
             self.out_map.insert((p.0, seq), id);
         }
@@ -310,23 +330,30 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// An `Acked` report for a message datagram.
-    pub(crate) fn on_send_acked(&mut self, token: u64) {
-        let id = (token & 0xFFFF_FFFF) as usize;
-        let gen = ((token >> 32) & 0x3FFF_FFFF) as u32;
-        if let Some(m) = self.outs.get_mut(id) {
-            if m.gen == gen {
+    pub(crate) fn on_send_acked(&mut self, peer: PeerId, token: u64) {
+        if let Some(id) = self.out_of_token(peer, token) {
+            if let Some(m) = self.outs.get_mut(id) {
                 m.outstanding = m.outstanding.saturating_sub(1);
-                self.maybe_complete_send(id);
             }
+            self.maybe_complete_send(id);
         }
     }
 
-    /// A `Failed` report for a message datagram: the send fails (once).
-    pub(crate) fn on_send_failed(&mut self, token: u64) {
-        let id = (token & 0xFFFF_FFFF) as usize;
-        let gen = ((token >> 32) & 0x3FFF_FFFF) as u32;
-        if self.outs.get(id).is_some_and(|m| m.gen == gen) {
+    /// A `Failed` report for a message datagram: the send fails (once), if it has not
+    /// completed yet. If the peer may still be alive, tell it to stop waiting for the
+    /// message (ABORT), also when the send already completed (it left on hand-down).
+    pub(crate) fn on_send_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
+        if let Some(id) = self.out_of_token(peer, token) {
             self.fail_send(id, CompError::PeerUnreachable);
+        }
+        if self.mode == EpMode::Rdm && reason == FailReason::Unreachable {
+            let seq = (token >> 31) as u32;
+            let st = self.peer_mut(peer);
+            // The datagrams of one message fail together: one ABORT is enough.
+            if st.last_abort_seq != Some(seq) {
+                st.last_abort_seq = Some(seq);
+                self.push_ctrl(peer, Ctrl::Abort { seq, tries: 0 });
+            }
         }
     }
 
@@ -358,5 +385,6 @@ impl<B: UserBuf> MsgLayer<B> {
         st.ctrl.clear();
         st.send_credit_bytes = c;
         st.credit_owed_bytes = 0;
+        st.last_abort_seq = None;
     }
 }

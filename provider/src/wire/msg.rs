@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! 0       version (1)
-//! 1       type (1 DATA, 2 RTS, 3 CTS, 4 RDATA, 5 CREDIT; 0 and >5 reserved)
+//! 1       type (1 DATA, 2 RTS, 3 CTS, 4 RDATA, 5 CREDIT, 6 ABORT; 0 and >6 reserved)
 //! 2       flags (bit0 TAGGED, bit1 HAS_DATA; other bits must be 0)
 //! 3       reserved, 0
 //! 4..8    msg_seq   per-peer message sequence number (u32, wrapping)
@@ -56,6 +56,8 @@ pub enum MsgType {
     RData,
     /// Eager credit returned to the sender: `total` = bytes.
     Credit,
+    /// The sender gave up on its message `seq` (its datagrams failed): header only.
+    Abort,
 }
 
 impl MsgType {
@@ -67,6 +69,7 @@ impl MsgType {
             MsgType::Cts => 3,
             MsgType::RData => 4,
             MsgType::Credit => 5,
+            MsgType::Abort => 6,
         }
     }
 
@@ -78,6 +81,7 @@ impl MsgType {
             3 => MsgType::Cts,
             4 => MsgType::RData,
             5 => MsgType::Credit,
+            6 => MsgType::Abort,
             _ => return None,
         })
     }
@@ -250,7 +254,7 @@ impl Repr {
                     return Err(WireError::Malformed);
                 }
             }
-            MsgType::Rts | MsgType::Cts | MsgType::Credit => {
+            MsgType::Rts | MsgType::Cts | MsgType::Credit | MsgType::Abort => {
                 if plen != 0 || offset != 0 {
                     return Err(WireError::Malformed);
                 }

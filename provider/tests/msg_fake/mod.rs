@@ -245,6 +245,31 @@ impl Cluster {
             .retain(|&(f, t), _| !((f, t) == (a, b) || (f, t) == (b, a)));
     }
 
+    /// Fail back (as unreachable) every in-flight datagram for which `pred` holds;
+    /// the link itself stays up.
+    pub fn fail_where(&mut self, mut pred: impl FnMut(&Pkt) -> bool) -> usize {
+        let mut kept = Vec::new();
+        let mut failed = 0;
+        for p in self.net.inflight.drain(..) {
+            if pred(&p) {
+                failed += 1;
+                if let Some(c) = self.net.counts.get_mut(&(p.from, p.to)) {
+                    *c -= 1;
+                }
+                let ev = DgramEvent::Failed {
+                    peer: PeerId(p.to),
+                    token: p.token,
+                    reason: FailReason::Unreachable,
+                };
+                self.net.events.push((p.from, ev));
+            } else {
+                kept.push(p);
+            }
+        }
+        self.net.inflight = kept;
+        failed
+    }
+
     pub fn send(&mut self, from: usize, to: usize, op: SendOp<Vec<u8>>) {
         assert_eq!(op.peer, PeerId(to as u32));
         self.nodes[from].post_send(op).expect("post_send");
