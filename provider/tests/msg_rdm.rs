@@ -763,3 +763,25 @@ fn failed_message_is_aborted_and_later_ones_flow() {
         }
     }
 }
+
+#[test]
+fn failed_cts_is_retried_while_the_peer_lives() {
+    let mut c = cluster(2, 22);
+    let data = pattern(5, EAGER * 4);
+    c.recv(1, rop(EAGER * 4, None, None, 1));
+    c.send(0, 1, sop(1, data.clone(), None, 2));
+    // Fail the first CTS (type byte 3) once; the link stays up.
+    let mut failed = 0;
+    for _ in 0..1000 {
+        failed += c.fail_where(|p| p.from == 1 && p.data[1] == 3);
+        if failed > 0 || !c.step() {
+            break;
+        }
+    }
+    assert_eq!(failed, 1);
+    run(&mut c);
+    let r = one(&mut c, 1, CompKind::Recv);
+    assert_eq!(r.error, None);
+    assert!(r.buf.unwrap() == data);
+    assert_eq!(one(&mut c, 0, CompKind::Send).error, None);
+}

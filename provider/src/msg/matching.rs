@@ -145,6 +145,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 Ctrl::Cts {
                     seq,
                     grant: grant as u64,
+                    tries: 0,
                 },
             );
         }

@@ -37,7 +37,7 @@ pub const SRD_HEADER_RESERVE_BYTES: usize = 48;
 /// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`.
 pub const CREDIT_SHARES: usize = 64;
 
-/// How many times an ABORT is sent before the peer is given up for dead.
+/// How many times an ABORT or CTS is sent before the peer is given up for dead.
 pub const MAX_ABORT_TRIES: u8 = 8;
 
 /// Counters of the message layer (diagnostics; nothing here is an error the app sees).
@@ -179,7 +179,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 if token & TOKEN_CTRL == 0 {
                     self.on_send_failed(peer, token, reason);
                 } else if token & TOKEN_CTS != 0 {
-                    self.on_cts_failed(peer, token as u32);
+                    self.on_cts_failed(peer, token, reason);
                 } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
                     // The peer must learn of the abort or it waits for that message
                     // forever; the SRD keeps the peer after an unreachable episode, so

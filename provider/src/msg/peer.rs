@@ -10,7 +10,7 @@ use crate::dgram::PeerId;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ctrl {
     /// Rendezvous clear-to-send for the peer's message `seq`: send `grant` bytes.
-    Cts { seq: u32, grant: u64 },
+    Cts { seq: u32, grant: u64, tries: u8 },
     /// Return `bytes` of eager credit.
     Credit { bytes: u64 },
     /// Our message `seq` failed: the peer must stop waiting for it. `tries` counts

@@ -6,7 +6,7 @@ use super::op::CompError;
 use super::peer::Ctrl;
 use super::MsgLayer;
 use crate::buf::UserBuf;
-use crate::dgram::PeerId;
+use crate::dgram::{FailReason, PeerId};
 use crate::wire::msg::{MsgType, Packet, Repr};
 
 /// Where an incoming message's bytes go.
@@ -400,9 +400,30 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// Our CTS for (peer, seq) failed: that message will never arrive.
-    pub(crate) fn on_cts_failed(&mut self, peer: PeerId, seq: u32) {
-        if let Some(&id) = self.in_map.get(&(peer.0, seq)) {
-            self.fail_rec(id);
+    /// (`token`: the CTS's; retried a few times while the SRD still keeps the peer.)
+    pub(crate) fn on_cts_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
+        let seq = token as u32;
+        let tries = ((token >> 32) as u8).saturating_add(1);
+        let retry = reason == FailReason::Unreachable && tries < super::MAX_ABORT_TRIES;
+        let rec = self.in_map.get(&(peer.0, seq)).copied();
+        match rec {
+            Some(id) if retry => {
+                let grant = self.ins.get(id).map_or(0, |r| r.expect_bytes) as u64;
+                self.push_ctrl(peer, Ctrl::Cts { seq, grant, tries });
+            }
+            Some(id) => self.fail_rec(id),
+            // A discarded message's record is gone; the sender still needs its CTS(0).
+            None if retry && token & super::send::TOKEN_ZERO_GRANT != 0 => {
+                self.push_ctrl(
+                    peer,
+                    Ctrl::Cts {
+                        seq,
+                        grant: 0,
+                        tries,
+                    },
+                );
+            }
+            None => {}
         }
     }
 
@@ -421,7 +442,14 @@ impl<B: UserBuf> MsgLayer<B> {
             self.free_bounce(b);
         }
         if rndv {
-            self.push_ctrl(peer, Ctrl::Cts { seq, grant: 0 });
+            self.push_ctrl(
+                peer,
+                Ctrl::Cts {
+                    seq,
+                    grant: 0,
+                    tries: 0,
+                },
+            );
         }
         self.owe_credit(peer, charged);
         self.check_done(id);

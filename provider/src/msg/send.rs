@@ -14,6 +14,8 @@ use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
 pub(crate) const TOKEN_CTRL: u64 = 1 << 63;
 /// Token bit (with `TOKEN_CTRL`) marking a CTS; the low 32 bits are its sequence number.
 pub(crate) const TOKEN_CTS: u64 = 1 << 62;
+/// Token bit (with `TOKEN_CTS`) marking a CTS that granted 0 bytes.
+pub(crate) const TOKEN_ZERO_GRANT: u64 = 1 << 40;
 /// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
 pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
 
@@ -121,7 +123,7 @@ impl<B: UserBuf> MsgLayer<B> {
     fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
         if let Some(&c) = self.peer_mut(p).ctrl.front() {
             let (repr, token) = match c {
-                Ctrl::Cts { seq, grant } => (
+                Ctrl::Cts { seq, grant, tries } => (
                     Repr {
                         ty: MsgType::Cts,
                         seq,
@@ -130,7 +132,11 @@ impl<B: UserBuf> MsgLayer<B> {
                         tag: None,
                         data: None,
                     },
-                    TOKEN_CTRL | TOKEN_CTS | seq as u64,
+                    TOKEN_CTRL
+                        | TOKEN_CTS
+                        | if grant == 0 { TOKEN_ZERO_GRANT } else { 0 }
+                        | (tries as u64) << 32
+                        | seq as u64,
                 ),
                 Ctrl::Abort { seq, tries } => (
                     Repr {
