@@ -103,6 +103,12 @@ impl<B: UserBuf> MsgLayer<B> {
     /// A DATA segment or RTS: start or continue the record of message (peer, seq).
     fn on_msg_segment(&mut self, peer: PeerId, repr: &Repr, total: usize, off: usize, data: &[u8]) {
         let rndv = repr.ty == MsgType::Rts;
+        if !rndv && total > self.eager_limit.max(self.max_unexpected_bytes) {
+            // No honest sender sends DATA this large (it must fit its eager credit);
+            // refusing it keeps a bad header from allocating a huge bounce buffer.
+            self.stats.bad += 1;
+            return;
+        }
         if let Some(&id) = self.in_map.get(&(peer.0, repr.seq)) {
             match self.ins.get(id) {
                 Some(r) if !r.rndv && !rndv && r.total_bytes == total => self.place(id, off, data),
