@@ -9,14 +9,15 @@ use super::timer::Timer;
 use super::tx::SlotState;
 use crate::dgram::DgramEvent;
 use crate::time::Instant;
-use crate::wire::srd::{AckRepr, CREDIT_UNLIMITED};
+use crate::wire::srd::{sack_word, AckRepr, CREDIT_UNLIMITED};
 
 /// Later packets acked on the same path that declare an earlier one lost.
 const REORDER_PACKETS: u64 = 3;
 
 impl Peer {
     /// Process an acknowledgement that arrived at `now`.
-    pub fn on_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, ack: &AckRepr) {
+    /// `ext` holds the extra SACK words of an ACK packet (empty otherwise).
+    pub fn on_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, ack: &AckRepr, ext: &[u8]) {
         let span = self.tx.next_send.wrapping_sub(self.tx.una);
         let cum_d = ack.cum.wrapping_sub(self.tx.una);
         if (cum_d as i32) > 0 && cum_d > span {
@@ -33,13 +34,16 @@ impl Peer {
                 psn = psn.wrapping_add(1);
             }
         }
-        let mut bits = ack.sack_bits;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
-            let psn = ack.sack_base.wrapping_add(i);
-            if self.tx.is_sent(psn) {
-                self.ack_one(ctx, now, psn, ack, &mut acked_bytes, &mut rate);
+        let words = core::iter::once(ack.sack_bits).chain((0..ext.len() / 8).filter_map(|k| sack_word(ext, k)));
+        for (k, mut bits) in words.enumerate() {
+            let base = ack.sack_base.wrapping_add(64 * k as u32);
+            while bits != 0 {
+                let i = bits.trailing_zeros();
+                bits &= bits - 1;
+                let psn = base.wrapping_add(i);
+                if self.tx.is_sent(psn) {
+                    self.ack_one(ctx, now, psn, ack, &mut acked_bytes, &mut rate);
+                }
             }
         }
         self.tx.credit_limit =

@@ -149,6 +149,11 @@ impl Srd {
         id
     }
 
+    /// The id of the peer at `addr`, if known (never creates one).
+    pub fn peer_addr_id(&self, addr: SocketAddr) -> Option<PeerId> {
+        self.by_addr.get(&addr).copied()
+    }
+
     /// The main address of `peer`.
     pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
         self.peers.get(peer.0 as usize).map(|p| p.addr)
@@ -200,7 +205,8 @@ impl Srd {
         }
         if let Some(ack) = &h.ack {
             if h.dst_epoch == my_epoch {
-                peer.on_ack(&mut ctx, now, ack);
+                let ext = if h.ty == PacketType::Ack { pkt.payload_ref() } else { &[] };
+                peer.on_ack(&mut ctx, now, ack, ext);
             }
         }
         match h.ty {

@@ -69,15 +69,6 @@ impl Rx {
         }
     }
 
-    /// Was `psn` received?
-    pub fn received(&self, psn: u32) -> bool {
-        let d = psn.wrapping_sub(self.base);
-        if d as i32 <= -1 {
-            return true;
-        }
-        d < WINDOW && self.bit(psn)
-    }
-
     /// Record the arrival of `psn` at `now`.
     pub fn on_packet(&mut self, psn: u32, now: Instant) -> Arrival {
         let d = psn.wrapping_sub(self.base);
@@ -129,33 +120,51 @@ impl Rx {
         }
     }
 
-    /// The acknowledgement describing the window now: cumulative base plus a
-    /// 64-bit bitmap covering the 64 PSNs ending at the highest received
-    /// (or starting at the base when the window spans fewer than 64).
-    pub fn ack(&self, now: Instant, credit: u16) -> AckRepr {
-        let span = self.highest.wrapping_sub(self.base);
-        let sack_base = if self.any && (span as i32) >= 64 { self.highest.wrapping_sub(63) } else { self.base };
-        let mut bitsv = 0u64;
+    /// 64 received-bits starting at `start` (which must be at or after `base`).
+    fn word(&self, start: u32) -> u64 {
+        let i = start % WINDOW;
+        let (w, off) = ((i / 64) as usize, i % 64);
+        let lo = self.bits[w] >> off;
+        let hi = if off == 0 { 0 } else { self.bits[(w + 1) % WORDS] << (64 - off) };
+        lo | hi
+    }
+
+    /// PSNs between the base and the highest received (inclusive), i.e. how
+    /// many bits a complete report needs.
+    pub fn span(&self) -> u32 {
         if self.any {
-            for i in 0..64u32 {
-                let p = sack_base.wrapping_add(i);
-                if after(p, self.highest) {
-                    break;
-                }
-                if self.received(p) {
-                    bitsv |= 1 << i;
-                }
-            }
+            self.highest.wrapping_sub(self.base).wrapping_add(1).min(WINDOW)
+        } else {
+            0
         }
+    }
+
+    /// The acknowledgement describing the window now: the cumulative base and
+    /// a 64-bit bitmap of the 64 PSNs starting at the base (`sack_base = cum`).
+    pub fn ack(&self, now: Instant, credit: u16) -> AckRepr {
         let delay_us = now.saturating_since(self.recent.1).as_micros().min(u128::from(u16::MAX)) as u16;
         AckRepr {
             cum: self.base,
             recent: self.recent.0,
             delay_us,
             credit,
-            sack_base,
-            sack_bits: bitsv,
+            sack_base: self.base,
+            sack_bits: self.word(self.base),
         }
+    }
+
+    /// Write the extension words (PSNs `base + 64 ..` up to the highest
+    /// received) into `out` as big-endian u64s; returns the bytes written.
+    pub fn write_ext(&self, out: &mut [u8]) -> usize {
+        let words = (self.span().saturating_sub(1) / 64) as usize;
+        let mut n = 0;
+        for k in 0..words {
+            let Some(dst) = out.get_mut(8 * k..8 * k + 8) else { break };
+            let w = self.word(self.base.wrapping_add(64 * (k as u32 + 1)));
+            dst.copy_from_slice(&w.to_be_bytes());
+            n = 8 * k + 8;
+        }
+        n
     }
 }
 

@@ -9,16 +9,18 @@ use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
 use super::Transmit;
 use crate::time::Instant;
-use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN};
+use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES};
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
-    fn take_ack(&mut self, now: Instant) -> Option<AckRepr> {
+    fn take_ack(&mut self, now: Instant, full: bool) -> Option<AckRepr> {
         if !self.rx.any {
             return None;
         }
         self.rx.unacked = 0;
-        self.rx.ack_now = false;
+        // A piggybacked ack reports 64 PSNs; if the window spans more, a
+        // complete pure ACK must follow so no received packet goes unreported.
+        self.rx.ack_now = !full && self.rx.span() > 64;
         self.timers.stop(Timer::Ack);
         Some(self.rx.ack(now, CREDIT_UNLIMITED))
     }
@@ -104,8 +106,10 @@ impl Peer {
         let due = self.timers.due(Timer::Ack, now);
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);
-            let h = self.header(ctx, PacketType::Ack, path);
-            let ack = self.take_ack(now);
+            let mut h = self.header(ctx, PacketType::Ack, path);
+            let ack = self.take_ack(now, true);
+            let ext = buf.get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES).map_or(0, |b| self.rx.write_ext(b));
+            h.payload_len = ext as u16;
             ctx.stats.tx_acks += 1;
             return self.finish(ctx, h, buf, ack);
         }
@@ -117,9 +121,10 @@ impl Peer {
         if h.emit(buf).is_err() {
             return None;
         }
+        let len = h.buffer_len();
         ctx.stats.tx_packets += 1;
-        ctx.stats.tx_bytes += HEADER_LEN as u64;
-        Some(Transmit { dst: self.addr, path: h.path, len: HEADER_LEN })
+        ctx.stats.tx_bytes += len as u64;
+        Some(Transmit { dst: self.addr, path: h.path, len })
     }
 
     fn send_data(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, path: u8, fl: u8, buf: &mut [u8]) -> Transmit {
@@ -127,7 +132,7 @@ impl Peer {
         h.flags = fl;
         h.psn = psn;
         h.psn_floor = self.tx.una;
-        h.ack = self.take_ack(now);
+        h.ack = self.take_ack(now, false);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
             // Rate samples start from now after an idle period.

@@ -13,6 +13,19 @@ pub const HEADER_LEN: usize = 48;
 /// Value of the credit field that means "no receiver limit".
 pub const CREDIT_UNLIMITED: u16 = 0xFFFF;
 
+/// Most bytes of extra SACK bitmap an ACK packet carries after the header
+/// (63 words: with the header's word, 4096 PSNs, the whole window).
+pub const MAX_SACK_EXT_BYTES: usize = 63 * 8;
+
+/// Bit `i` of extension word `k` (0-based) of an ACK payload = PSN
+/// `sack_base + 64 * (k + 1) + i` received.
+pub fn sack_word(payload: &[u8], k: usize) -> Option<u64> {
+    let b = payload.get(8 * k..8 * k + 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Some(u64::from_be_bytes(a))
+}
+
 /// Byte ranges of the header fields.
 mod field {
     pub type Field = core::ops::Range<usize>;
@@ -251,7 +264,14 @@ impl Repr {
         if fl & !flags::KNOWN != 0 || p.src_epoch() == 0 {
             return Err(WireError::Malformed);
         }
-        if ty != PacketType::Data && p.payload_len() != 0 {
+        let plen = usize::from(p.payload_len());
+        let ok_len = match ty {
+            PacketType::Data => true,
+            // An ACK's payload is extra SACK bitmap words (see `sack_words`).
+            PacketType::Ack => plen % 8 == 0 && plen <= MAX_SACK_EXT_BYTES,
+            PacketType::Reset | PacketType::Probe => plen == 0,
+        };
+        if !ok_len {
             return Err(WireError::Malformed);
         }
         if ty == PacketType::Ack && fl & flags::ACK_PRESENT == 0 {
