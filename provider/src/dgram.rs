@@ -31,7 +31,11 @@ pub enum DgramEvent {
     /// The datagram queued with `token` was acknowledged by `peer`.
     Acked { peer: PeerId, token: u64 },
     /// The datagram queued with `token` will never be delivered.
-    Failed { peer: PeerId, token: u64, reason: FailReason },
+    Failed {
+        peer: PeerId,
+        token: u64,
+        reason: FailReason,
+    },
     /// `peer` restarted with a new epoch: its receive state was reset.
     PeerRestarted { peer: PeerId },
 }

@@ -21,7 +21,9 @@ impl<B: UserBuf> Engine<B> {
     /// An engine for the endpoint described by `cfg`.
     pub fn new(cfg: Config) -> Self {
         let srd = Srd::new(&cfg);
-        let msg = MsgLayer::new(&cfg);
+        let mut msg = MsgLayer::new(&cfg);
+        // The message layer sizes its segments from what one SRD datagram carries.
+        msg.set_max_payload(crate::dgram::Datagrams::max_payload(&srd));
         Engine { cfg, srd, msg }
     }
 
@@ -123,5 +125,20 @@ impl<B: UserBuf> Engine<B> {
     /// SRD counters (packets, retransmissions, drops, per-path figures).
     pub fn srd_stats(&self) -> &SrdStats {
         self.srd.stats()
+    }
+}
+
+impl<B: UserBuf> crate::sim::Node for Engine<B> {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        Engine::handle_datagram(self, now, from, data);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Engine::handle_timeout(self, now);
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        Engine::poll_transmit(self, now, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Engine::poll_timeout(self)
     }
 }

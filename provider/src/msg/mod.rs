@@ -3,84 +3,251 @@
 //! Tagged and untagged matching (posted and unexpected queues), send-order
 //! matching per peer (`FI_ORDER_SAS`) although datagrams arrive in any order,
 //! segmentation and reassembly with placement by offset, truncation, cancel,
-//! peek/claim/discard, and completions.
+//! peek/claim/discard, and completions. Protocol: `PROTOCOL-msg.md`.
 
+mod completion;
+mod matching;
 pub mod op;
+mod peer;
+mod recv;
+mod send;
+mod slab;
 
 pub use op::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
 
+use std::collections::{HashMap, VecDeque};
+
 use crate::buf::UserBuf;
-use crate::config::Config;
-use crate::dgram::{Datagrams, DgramEvent, PeerId};
+use crate::config::{Config, EpMode};
+use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId};
+use crate::wire::msg::HEADER_LEN;
+
+use matching::RecvEntry;
+use peer::PeerState;
+use recv::InRec;
+use send::{OutMsg, TOKEN_ABORT, TOKEN_CTRL, TOKEN_CTS};
+use slab::Slab;
+
+/// Largest RDM message, bytes (1 TiB: "unlimited" for MPI, safe in every offset sum).
+pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
+/// Bytes of a UDP datagram assumed taken by the SRD header (`wire::srd::HEADER_LEN`, 48)
+/// until `set_max_payload` or `pump` tells the real `max_payload` (only DGRAM mode's
+/// `max_msg_size` depends on it).
+pub const SRD_HEADER_RESERVE_BYTES: usize = 48;
+/// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`.
+pub const CREDIT_SHARES: usize = 64;
+
+/// How many times an ABORT or CTS is sent before the peer is given up for dead.
+pub const MAX_ABORT_TRIES: u8 = 8;
+
+/// Counters of the message layer (diagnostics; nothing here is an error the app sees).
+#[derive(Clone, Debug, Default)]
+pub struct MsgStats {
+    /// Datagrams handed to the SRD layer.
+    pub datagrams_sent: u64,
+    /// Payloads that failed to parse.
+    pub bad: u64,
+    /// Well-formed datagrams that fit no state (stale, duplicate, unknown message).
+    pub stray: u64,
+    /// Message records held back behind an earlier message of their peer (SAS).
+    pub held: u64,
+    /// DGRAM datagrams dropped because nobody received them and memory was full.
+    pub dropped: u64,
+}
 
 /// Per-endpoint message-layer state.
 pub struct MsgLayer<B: UserBuf> {
-    _b: core::marker::PhantomData<B>,
+    mode: EpMode,
+    eager_limit: usize,
+    max_unexpected_bytes: usize,
+    init_credit_bytes: usize,
+    credit_batch_bytes: usize,
+    /// Last `max_payload` the datagram service reported, bytes.
+    payload_max: usize,
+    min_multi_recv: usize,
+    peers: Vec<PeerState>,
+    /// Peers with something to send, round-robin.
+    ready: VecDeque<PeerId>,
+    blocked: Vec<PeerId>,
+    outs: Slab<OutMsg<B>>,
+    /// Rendezvous sends by (peer, seq), for CTS lookup.
+    out_map: HashMap<(u32, u32), usize>,
+    recvs: Slab<RecvEntry<B>>,
+    posted_tagged: VecDeque<usize>,
+    posted_untagged: VecDeque<usize>,
+    ins: Slab<InRec>,
+    /// Incoming records by (peer, seq): O(1) per segment.
+    in_map: HashMap<(u32, u32), usize>,
+    unexp_tagged: VecDeque<usize>,
+    unexp_untagged: VecDeque<usize>,
+    /// Messages claimed by `FI_PEEK | FI_CLAIM`: (context, record).
+    claimed: Vec<(u64, usize)>,
+    unexp_bytes: usize,
+    peak_unexp_bytes: usize,
+    bounce_pool: Vec<Vec<u8>>,
+    comps: VecDeque<Completion<B>>,
+    stats: MsgStats,
 }
 
 impl<B: UserBuf> MsgLayer<B> {
     /// A message layer for an endpoint configured by `cfg`
     /// (`cfg.mode` selects RDM or DGRAM semantics).
     pub fn new(cfg: &Config) -> Self {
-        let _ = cfg;
-        unimplemented!("msg worktree")
+        let init_credit = (cfg.max_unexpected_bytes / CREDIT_SHARES).max(1);
+        MsgLayer {
+            mode: cfg.mode,
+            eager_limit: cfg.eager_limit,
+            max_unexpected_bytes: cfg.max_unexpected_bytes,
+            init_credit_bytes: init_credit,
+            credit_batch_bytes: (init_credit / 4).max(1),
+            payload_max: cfg.max_datagram.saturating_sub(SRD_HEADER_RESERVE_BYTES),
+            min_multi_recv: 0,
+            peers: Vec::new(),
+            ready: VecDeque::new(),
+            blocked: Vec::new(),
+            outs: Slab::new(),
+            out_map: HashMap::new(),
+            recvs: Slab::new(),
+            posted_tagged: VecDeque::new(),
+            posted_untagged: VecDeque::new(),
+            ins: Slab::new(),
+            in_map: HashMap::new(),
+            unexp_tagged: VecDeque::new(),
+            unexp_untagged: VecDeque::new(),
+            claimed: Vec::new(),
+            unexp_bytes: 0,
+            peak_unexp_bytes: 0,
+            bounce_pool: Vec::new(),
+            comps: VecDeque::new(),
+            stats: MsgStats::default(),
+        }
     }
 
     /// Largest message accepted by `post_send`, in bytes.
     pub fn max_msg_size(&self) -> usize {
-        unimplemented!("msg worktree")
+        match self.mode {
+            EpMode::Rdm => MAX_RDM_MSG_BYTES,
+            EpMode::Dgram => self.payload_max.saturating_sub(HEADER_LEN),
+        }
     }
 
     /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
     pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
-        let _ = op;
-        unimplemented!("msg worktree")
+        if op.buf.len() > self.max_msg_size() {
+            return Err(OpError::TooLarge);
+        }
+        self.enqueue_send(op);
+        Ok(())
     }
 
     /// Post a receive; it may match an unexpected message at once.
     pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
-        let _ = op;
-        unimplemented!("msg worktree")
+        let f = op.flags;
+        if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
+            || (f.discard && !f.peek && !f.claim)
+        {
+            return Err(OpError::Invalid);
+        }
+        self.post_recv_impl(op);
+        Ok(())
     }
 
     /// Cancel the posted receive (or queued send not yet started) with `context`;
     /// true if found (an `FI_ECANCELED` error completion follows).
     pub fn cancel(&mut self, context: u64) -> bool {
-        let _ = context;
-        unimplemented!("msg worktree")
+        self.cancel_recv(context) || self.cancel_send(context)
     }
 
     /// A datagram payload delivered by the SRD layer from `peer`.
     pub fn handle_payload(&mut self, peer: PeerId, payload: &[u8]) {
-        let _ = (peer, payload);
-        unimplemented!("msg worktree")
+        self.on_payload(peer, payload);
     }
 
     /// An acknowledgement or failure report from the SRD layer.
     pub fn handle_event(&mut self, ev: DgramEvent) {
-        let _ = ev;
-        unimplemented!("msg worktree")
+        match ev {
+            DgramEvent::Acked { peer, token } => {
+                if token & TOKEN_CTRL == 0 {
+                    self.on_send_acked(peer, token);
+                }
+            }
+            DgramEvent::Failed {
+                peer,
+                token,
+                reason,
+            } => {
+                if token & TOKEN_CTRL == 0 {
+                    self.on_send_failed(peer, token, reason);
+                } else if token & TOKEN_CTS != 0 {
+                    self.on_cts_failed(peer, token, reason);
+                } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
+                    // The peer must learn of the abort or it waits for that message
+                    // forever; the SRD keeps the peer after an unreachable episode, so
+                    // try again a few times (each try takes one unreachable timeout).
+                    let tries = ((token >> 32) as u8).saturating_add(1);
+                    if tries < MAX_ABORT_TRIES {
+                        self.push_ctrl(
+                            peer,
+                            peer::Ctrl::Abort {
+                                seq: token as u32,
+                                tries,
+                            },
+                        );
+                    }
+                }
+            }
+            DgramEvent::PeerRestarted { peer } => {
+                self.reset_peer_sends(peer);
+                if self.mode == EpMode::Rdm {
+                    self.reset_peer_recvs(peer);
+                }
+            }
+        }
     }
 
     /// Push queued message segments (and control messages) into `dg` while it has room.
     pub fn pump(&mut self, dg: &mut dyn Datagrams) {
-        let _ = dg;
-        unimplemented!("msg worktree")
+        self.pump_impl(dg);
     }
 
     /// The next finished operation.
     pub fn poll_completion(&mut self) -> Option<Completion<B>> {
-        unimplemented!("msg worktree")
+        self.comps.pop_front()
     }
 
     /// True while some send still has segments that `pump` has not handed down.
     pub fn has_pending_sends(&self) -> bool {
-        unimplemented!("msg worktree")
+        !self.ready.is_empty()
     }
 
     /// Set the minimum free space of multi-recv buffers (`FI_OPT_MIN_MULTI_RECV`), bytes.
     pub fn set_min_multi_recv(&mut self, bytes: usize) {
-        let _ = bytes;
-        unimplemented!("msg worktree")
+        self.min_multi_recv = bytes;
+    }
+
+    /// Tell the layer the datagram service's `max_payload` (bytes) before the first `pump`,
+    /// so DGRAM mode's `max_msg_size` is exact from the start.
+    pub fn set_max_payload(&mut self, bytes: usize) {
+        self.payload_max = bytes;
+    }
+
+    /// Bytes of unexpected (unmatched) eager/medium data held now.
+    pub fn unexpected_bytes(&self) -> usize {
+        self.unexp_bytes
+    }
+
+    /// Most unexpected bytes ever held at once.
+    pub fn peak_unexpected_bytes(&self) -> usize {
+        self.peak_unexp_bytes
+    }
+
+    /// Operations in flight: queued or unfinished sends, posted receives, incoming records.
+    pub fn live_counts(&self) -> (usize, usize, usize) {
+        (self.outs.len(), self.recvs.len(), self.ins.len())
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &MsgStats {
+        &self.stats
     }
 }

@@ -1,1 +1,313 @@
 //! Message-layer header inside an SRD payload: Packet/Repr view (layout in `PROTOCOL.md`).
+//!
+//! One fixed 40-byte big-endian header for every message-layer datagram:
+//!
+//! ```text
+//! 0       version (1)
+//! 1       type (1 DATA, 2 RTS, 3 CTS, 4 RDATA, 5 CREDIT, 6 ABORT; 0 and >6 reserved)
+//! 2       flags (bit0 TAGGED, bit1 HAS_DATA; other bits must be 0)
+//! 3       reserved, 0
+//! 4..8    msg_seq   per-peer message sequence number (u32, wrapping)
+//! 8..16   total     message length in bytes (CTS: granted bytes; CREDIT: credited bytes)
+//! 16..24  offset    byte offset of this segment's payload in the message
+//! 24..32  tag       message tag (0 when untagged)
+//! 32..40  cq_data   remote CQ data (valid when HAS_DATA)
+//! 40..    payload   segment bytes (DATA, RDATA only)
+//! ```
+
+use super::WireError;
+
+/// Protocol version carried in byte 0.
+pub const VERSION: u8 = 1;
+/// Length of the message header in bytes.
+pub const HEADER_LEN: usize = 40;
+/// Largest message length the header may declare, bytes (keeps `usize` math safe).
+pub const MAX_TOTAL: u64 = 1 << 62;
+
+/// Flag bit: the message is tagged.
+pub const FLAG_TAGGED: u8 = 0x01;
+/// Flag bit: the message carries remote CQ data.
+pub const FLAG_HAS_DATA: u8 = 0x02;
+const FLAGS_KNOWN: u8 = FLAG_TAGGED | FLAG_HAS_DATA;
+
+mod field {
+    pub type Field = core::ops::Range<usize>;
+    pub const VERSION: usize = 0;
+    pub const TYPE: usize = 1;
+    pub const FLAGS: usize = 2;
+    pub const RESERVED: usize = 3;
+    pub const SEQ: Field = 4..8;
+    pub const TOTAL: Field = 8..16;
+    pub const OFFSET: Field = 16..24;
+    pub const TAG: Field = 24..32;
+    pub const DATA: Field = 32..40;
+}
+
+/// Message-layer datagram type (byte 1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MsgType {
+    /// Eager / medium segment (and every DGRAM-mode datagram); starts a record on its own.
+    Data,
+    /// Rendezvous request-to-send: header only.
+    Rts,
+    /// Rendezvous clear-to-send: `total` = bytes the receiver wants (≤ message length).
+    Cts,
+    /// Rendezvous data segment, placed by `offset`.
+    RData,
+    /// Eager credit returned to the sender: `total` = bytes.
+    Credit,
+    /// The sender gave up on its message `seq` (its datagrams failed): header only.
+    Abort,
+}
+
+impl MsgType {
+    /// The wire code.
+    pub fn code(self) -> u8 {
+        match self {
+            MsgType::Data => 1,
+            MsgType::Rts => 2,
+            MsgType::Cts => 3,
+            MsgType::RData => 4,
+            MsgType::Credit => 5,
+            MsgType::Abort => 6,
+        }
+    }
+
+    /// The type for a wire code, if known.
+    pub fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            1 => MsgType::Data,
+            2 => MsgType::Rts,
+            3 => MsgType::Cts,
+            4 => MsgType::RData,
+            5 => MsgType::Credit,
+            6 => MsgType::Abort,
+            _ => return None,
+        })
+    }
+}
+
+/// A checked view of a message-layer datagram.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+fn be_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(b);
+    u32::from_be_bytes(a)
+}
+
+fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    u64::from_be_bytes(a)
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap bytes without checking their length (accessors may panic if short).
+    pub fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    /// Wrap bytes, checking they hold a whole header; after this no accessor panics.
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let p = Packet { buffer };
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` when shorter than the header.
+    pub fn check_len(&self) -> Result<(), WireError> {
+        if self.buffer.as_ref().len() < HEADER_LEN {
+            Err(WireError::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Protocol version.
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION]
+    }
+    /// Raw type code.
+    pub fn msg_type(&self) -> u8 {
+        self.buffer.as_ref()[field::TYPE]
+    }
+    /// Flag bits.
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS]
+    }
+    /// Reserved byte.
+    pub fn reserved(&self) -> u8 {
+        self.buffer.as_ref()[field::RESERVED]
+    }
+    /// Per-peer message sequence number.
+    pub fn seq(&self) -> u32 {
+        be_u32(&self.buffer.as_ref()[field::SEQ])
+    }
+    /// Message length (CTS: granted bytes; CREDIT: credited bytes).
+    pub fn total(&self) -> u64 {
+        be_u64(&self.buffer.as_ref()[field::TOTAL])
+    }
+    /// Byte offset of the payload in the message.
+    pub fn offset(&self) -> u64 {
+        be_u64(&self.buffer.as_ref()[field::OFFSET])
+    }
+    /// Tag.
+    pub fn tag(&self) -> u64 {
+        be_u64(&self.buffer.as_ref()[field::TAG])
+    }
+    /// Remote CQ data.
+    pub fn cq_data(&self) -> u64 {
+        be_u64(&self.buffer.as_ref()[field::DATA])
+    }
+    /// The bytes after the header.
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn put(&mut self, r: core::ops::Range<usize>, v: &[u8]) {
+        self.buffer.as_mut()[r].copy_from_slice(v);
+    }
+    /// Set the version byte.
+    pub fn set_version(&mut self, v: u8) {
+        self.buffer.as_mut()[field::VERSION] = v;
+    }
+    /// Set the type code.
+    pub fn set_msg_type(&mut self, v: u8) {
+        self.buffer.as_mut()[field::TYPE] = v;
+    }
+    /// Set the flag bits.
+    pub fn set_flags(&mut self, v: u8) {
+        self.buffer.as_mut()[field::FLAGS] = v;
+    }
+    /// Set the reserved byte.
+    pub fn set_reserved(&mut self, v: u8) {
+        self.buffer.as_mut()[field::RESERVED] = v;
+    }
+    /// Set the message sequence number.
+    pub fn set_seq(&mut self, v: u32) {
+        self.put(field::SEQ, &v.to_be_bytes());
+    }
+    /// Set the total length.
+    pub fn set_total(&mut self, v: u64) {
+        self.put(field::TOTAL, &v.to_be_bytes());
+    }
+    /// Set the offset.
+    pub fn set_offset(&mut self, v: u64) {
+        self.put(field::OFFSET, &v.to_be_bytes());
+    }
+    /// Set the tag.
+    pub fn set_tag(&mut self, v: u64) {
+        self.put(field::TAG, &v.to_be_bytes());
+    }
+    /// Set the CQ data.
+    pub fn set_cq_data(&mut self, v: u64) {
+        self.put(field::DATA, &v.to_be_bytes());
+    }
+}
+
+/// The parsed message header.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Repr {
+    /// Datagram type.
+    pub ty: MsgType,
+    /// Per-peer message sequence number.
+    pub seq: u32,
+    /// Message length in bytes (CTS: granted; CREDIT: credited).
+    pub total: u64,
+    /// Byte offset of the payload within the message.
+    pub offset: u64,
+    /// `Some(tag)` for tagged messages.
+    pub tag: Option<u64>,
+    /// Remote CQ data.
+    pub data: Option<u64>,
+}
+
+impl Repr {
+    /// Parse and validate a header; `payload_len` is the number of bytes after it.
+    /// Never panics.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, WireError> {
+        p.check_len()?;
+        if p.version() != VERSION {
+            return Err(WireError::BadVersion);
+        }
+        let ty = MsgType::from_code(p.msg_type()).ok_or(WireError::BadType)?;
+        let flags = p.flags();
+        if flags & !FLAGS_KNOWN != 0 || p.reserved() != 0 {
+            return Err(WireError::Malformed);
+        }
+        let total = p.total();
+        let offset = p.offset();
+        let plen = p.payload().len() as u64;
+        if total > MAX_TOTAL {
+            return Err(WireError::Malformed);
+        }
+        match ty {
+            MsgType::Data | MsgType::RData => {
+                let end = offset.checked_add(plen).ok_or(WireError::Malformed)?;
+                if end > total {
+                    return Err(WireError::Malformed);
+                }
+            }
+            MsgType::Rts | MsgType::Cts | MsgType::Credit | MsgType::Abort => {
+                if plen != 0 || offset != 0 {
+                    return Err(WireError::Malformed);
+                }
+            }
+        }
+        let tag = (flags & FLAG_TAGGED != 0).then(|| p.tag());
+        if tag.is_none() && p.tag() != 0 {
+            return Err(WireError::Malformed);
+        }
+        let data = (flags & FLAG_HAS_DATA != 0).then(|| p.cq_data());
+        Ok(Repr {
+            ty,
+            seq: p.seq(),
+            total,
+            offset,
+            tag,
+            data,
+        })
+    }
+
+    /// Header length in bytes.
+    pub fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Write the header into the first `HEADER_LEN` bytes of `p`.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
+        p.set_version(VERSION);
+        p.set_msg_type(self.ty.code());
+        let mut flags = 0;
+        if self.tag.is_some() {
+            flags |= FLAG_TAGGED;
+        }
+        if self.data.is_some() {
+            flags |= FLAG_HAS_DATA;
+        }
+        p.set_flags(flags);
+        p.set_reserved(0);
+        p.set_seq(self.seq);
+        p.set_total(self.total);
+        p.set_offset(self.offset);
+        p.set_tag(self.tag.unwrap_or(0));
+        p.set_cq_data(self.data.unwrap_or(0));
+    }
+
+    /// Write the header into `buf` if it is long enough; false otherwise.
+    pub fn emit_into(&self, buf: &mut [u8]) -> bool {
+        match buf.get_mut(..HEADER_LEN) {
+            Some(h) => {
+                self.emit(&mut Packet::new_unchecked(h));
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,1 +1,336 @@
 //! SRD packet header: Packet/Repr view (layout in `PROTOCOL.md`).
+//!
+//! One fixed 48-byte big-endian header, version and type first, followed by
+//! `payload_len` bytes of payload (DATA only). Every packet type carries the
+//! acknowledgement fields; they are meaningful only when `ACK_PRESENT` is set.
+
+use super::WireError;
+
+/// Protocol version carried in byte 0.
+pub const VERSION: u8 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 48;
+/// Value of the credit field that means "no receiver limit".
+pub const CREDIT_UNLIMITED: u16 = 0xFFFF;
+
+/// Most bytes of extra SACK bitmap an ACK packet carries after the header
+/// (63 words: with the header's word, 4096 PSNs, the whole window).
+pub const MAX_SACK_EXT_BYTES: usize = 63 * 8;
+
+/// Bit `i` of extension word `k` (0-based) of an ACK payload = PSN
+/// `sack_base + 64 * (k + 1) + i` received.
+pub fn sack_word(payload: &[u8], k: usize) -> Option<u64> {
+    let b = payload.get(8 * k..8 * k + 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Some(u64::from_be_bytes(a))
+}
+
+/// Byte ranges of the header fields.
+mod field {
+    pub type Field = core::ops::Range<usize>;
+    pub const VERSION: usize = 0;
+    pub const TYPE: usize = 1;
+    pub const FLAGS: usize = 2;
+    pub const PATH: usize = 3;
+    pub const SRC_PORT: Field = 4..6;
+    pub const PAYLOAD_LEN: Field = 6..8;
+    pub const SRC_EPOCH: Field = 8..12;
+    pub const DST_EPOCH: Field = 12..16;
+    pub const PSN: Field = 16..20;
+    pub const PSN_FLOOR: Field = 20..24;
+    pub const ACK_CUM: Field = 24..28;
+    pub const ACK_RECENT: Field = 28..32;
+    pub const ACK_DELAY: Field = 32..34;
+    pub const CREDIT: Field = 34..36;
+    pub const SACK_BASE: Field = 36..40;
+    pub const SACK_BITS: Field = 40..48;
+}
+
+/// Packet types. Values are never reused; 0 and 5..=255 are invalid.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PacketType {
+    /// Carries one datagram (and a piggybacked ack).
+    Data = 1,
+    /// Acknowledgement only.
+    Ack = 2,
+    /// "You sent to an old incarnation of me": carries the current epoch.
+    Reset = 3,
+    /// Asks for an immediate acknowledgement (path probe / keepalive).
+    Probe = 4,
+}
+
+impl PacketType {
+    fn from_u8(v: u8) -> Option<PacketType> {
+        match v {
+            1 => Some(PacketType::Data),
+            2 => Some(PacketType::Ack),
+            3 => Some(PacketType::Reset),
+            4 => Some(PacketType::Probe),
+            _ => None,
+        }
+    }
+}
+
+/// Header flag bits.
+pub mod flags {
+    /// The ack fields are valid.
+    pub const ACK_PRESENT: u8 = 0x01;
+    /// The receiver should acknowledge at once (no delayed ack).
+    pub const ACK_NOW: u8 = 0x02;
+    /// This DATA packet is a retransmission.
+    pub const RETRANSMIT: u8 = 0x04;
+    /// Bits that are defined; the others must be zero.
+    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT;
+}
+
+/// A checked view over the bytes of one SRD packet.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+fn be16(b: &[u8], f: field::Field) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[f]);
+    u16::from_be_bytes(a)
+}
+fn be32(b: &[u8], f: field::Field) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[f]);
+    u32::from_be_bytes(a)
+}
+fn be64(b: &[u8], f: field::Field) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[f]);
+    u64::from_be_bytes(a)
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap without checking (accessors may panic on short buffers).
+    pub fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    /// Wrap and check that the header and the declared payload fit.
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let p = Packet { buffer };
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` unless the buffer holds the header and `payload_len` bytes.
+    pub fn check_len(&self) -> Result<(), WireError> {
+        let b = self.buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if b.len() < HEADER_LEN + usize::from(self.payload_len()) {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    /// Version byte.
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION]
+    }
+    /// Raw type byte.
+    pub fn packet_type(&self) -> u8 {
+        self.buffer.as_ref()[field::TYPE]
+    }
+    /// Flag bits.
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS]
+    }
+    /// Sender's path (entropy) index.
+    pub fn path(&self) -> u8 {
+        self.buffer.as_ref()[field::PATH]
+    }
+    /// Sender's main UDP port.
+    pub fn src_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::SRC_PORT)
+    }
+    /// Payload length in bytes.
+    pub fn payload_len(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::PAYLOAD_LEN)
+    }
+    /// Sender's epoch.
+    pub fn src_epoch(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::SRC_EPOCH)
+    }
+    /// Epoch the sender believes the receiver has (0 = unknown).
+    pub fn dst_epoch(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::DST_EPOCH)
+    }
+    /// Packet sequence number (DATA).
+    pub fn psn(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::PSN)
+    }
+    /// Sender's lowest unacknowledged PSN (DATA).
+    pub fn psn_floor(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::PSN_FLOOR)
+    }
+    /// Every PSN below this has been received.
+    pub fn ack_cum(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::ACK_CUM)
+    }
+    /// PSN of the most recently received data packet.
+    pub fn ack_recent(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::ACK_RECENT)
+    }
+    /// Microseconds between the arrival of `ack_recent` and this packet's departure.
+    pub fn ack_delay(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::ACK_DELAY)
+    }
+    /// Packets beyond `ack_cum` the sender may have outstanding.
+    pub fn credit(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::CREDIT)
+    }
+    /// First PSN of the selective-ack bitmap.
+    pub fn sack_base(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::SACK_BASE)
+    }
+    /// Bit i set = PSN `sack_base + i` received.
+    pub fn sack_bits(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::SACK_BITS)
+    }
+    /// The payload (after `check_len`).
+    pub fn payload(&self) -> &[u8] {
+        let b = self.buffer.as_ref();
+        &b[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
+    }
+}
+
+impl<'a> Packet<&'a [u8]> {
+    /// The payload with the buffer's lifetime (after `check_len`).
+    pub fn payload_ref(&self) -> &'a [u8] {
+        let b: &'a [u8] = self.buffer;
+        &b[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
+    }
+}
+
+/// The acknowledgement carried in a header.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct AckRepr {
+    /// Every PSN below this has been received.
+    pub cum: u32,
+    /// PSN of the most recently received data packet (RTT sample).
+    pub recent: u32,
+    /// Microseconds `recent` waited at the receiver before this ack left.
+    pub delay_us: u16,
+    /// Packets beyond `cum` the sender may have outstanding (`CREDIT_UNLIMITED`).
+    pub credit: u16,
+    /// First PSN of `sack_bits`.
+    pub sack_base: u32,
+    /// Bit i set = PSN `sack_base + i` received.
+    pub sack_bits: u64,
+}
+
+/// A parsed SRD header.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Repr {
+    /// Packet type.
+    pub ty: PacketType,
+    /// `ACK_NOW` / `RETRANSMIT` bits (`ACK_PRESENT` is implied by `ack`).
+    pub flags: u8,
+    /// Sender's path index.
+    pub path: u8,
+    /// Sender's main UDP port.
+    pub src_port: u16,
+    /// Sender's epoch (never 0).
+    pub src_epoch: u32,
+    /// Receiver's epoch as the sender knows it (0 = unknown).
+    pub dst_epoch: u32,
+    /// Packet sequence number (DATA; 0 otherwise).
+    pub psn: u32,
+    /// Sender's lowest unacknowledged PSN (DATA; 0 otherwise).
+    pub psn_floor: u32,
+    /// Piggybacked or pure acknowledgement.
+    pub ack: Option<AckRepr>,
+    /// Payload length in bytes (DATA only).
+    pub payload_len: u16,
+}
+
+impl Repr {
+    /// Parse a checked packet; never panics.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, WireError> {
+        p.check_len()?;
+        if p.version() != VERSION {
+            return Err(WireError::BadVersion);
+        }
+        let ty = PacketType::from_u8(p.packet_type()).ok_or(WireError::BadType)?;
+        let fl = p.flags();
+        if fl & !flags::KNOWN != 0 || p.src_epoch() == 0 {
+            return Err(WireError::Malformed);
+        }
+        let plen = usize::from(p.payload_len());
+        let ok_len = match ty {
+            PacketType::Data => true,
+            // An ACK's payload is extra SACK bitmap words (see `sack_words`).
+            PacketType::Ack => plen % 8 == 0 && plen <= MAX_SACK_EXT_BYTES,
+            PacketType::Reset | PacketType::Probe => plen == 0,
+        };
+        if !ok_len {
+            return Err(WireError::Malformed);
+        }
+        if ty == PacketType::Ack && fl & flags::ACK_PRESENT == 0 {
+            return Err(WireError::Malformed);
+        }
+        let ack = if fl & flags::ACK_PRESENT != 0 {
+            Some(AckRepr {
+                cum: p.ack_cum(),
+                recent: p.ack_recent(),
+                delay_us: p.ack_delay(),
+                credit: p.credit(),
+                sack_base: p.sack_base(),
+                sack_bits: p.sack_bits(),
+            })
+        } else {
+            None
+        };
+        Ok(Repr {
+            ty,
+            flags: fl & !flags::ACK_PRESENT,
+            path: p.path(),
+            src_port: p.src_port(),
+            src_epoch: p.src_epoch(),
+            dst_epoch: p.dst_epoch(),
+            psn: p.psn(),
+            psn_floor: p.psn_floor(),
+            ack,
+            payload_len: p.payload_len(),
+        })
+    }
+
+    /// Header plus payload length in bytes.
+    pub fn buffer_len(&self) -> usize {
+        HEADER_LEN + usize::from(self.payload_len)
+    }
+
+    /// Write the header into `buf[..HEADER_LEN]` (the caller writes the payload).
+    /// Returns `Truncated` if `buf` is shorter than the header.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<(), WireError> {
+        let b = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
+        let ack = self.ack.unwrap_or_default();
+        let fl = (self.flags & flags::KNOWN & !flags::ACK_PRESENT)
+            | if self.ack.is_some() { flags::ACK_PRESENT } else { 0 };
+        b[field::VERSION] = VERSION;
+        b[field::TYPE] = self.ty as u8;
+        b[field::FLAGS] = fl;
+        b[field::PATH] = self.path;
+        b[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
+        b[field::PAYLOAD_LEN].copy_from_slice(&self.payload_len.to_be_bytes());
+        b[field::SRC_EPOCH].copy_from_slice(&self.src_epoch.to_be_bytes());
+        b[field::DST_EPOCH].copy_from_slice(&self.dst_epoch.to_be_bytes());
+        b[field::PSN].copy_from_slice(&self.psn.to_be_bytes());
+        b[field::PSN_FLOOR].copy_from_slice(&self.psn_floor.to_be_bytes());
+        b[field::ACK_CUM].copy_from_slice(&ack.cum.to_be_bytes());
+        b[field::ACK_RECENT].copy_from_slice(&ack.recent.to_be_bytes());
+        b[field::ACK_DELAY].copy_from_slice(&ack.delay_us.to_be_bytes());
+        b[field::CREDIT].copy_from_slice(&ack.credit.to_be_bytes());
+        b[field::SACK_BASE].copy_from_slice(&ack.sack_base.to_be_bytes());
+        b[field::SACK_BITS].copy_from_slice(&ack.sack_bits.to_be_bytes());
+        Ok(())
+    }
+}

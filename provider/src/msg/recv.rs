@@ -1,0 +1,463 @@
+//! Receive side: incoming message records, send-order (SAS) hold-back, placement
+//! of segments by offset (into the matched buffer or a bounce buffer), receive completions.
+
+use super::completion::RecvInfo;
+use super::op::CompError;
+use super::peer::Ctrl;
+use super::MsgLayer;
+use crate::buf::UserBuf;
+use crate::dgram::{FailReason, PeerId};
+use crate::wire::msg::{MsgType, Packet, Repr};
+
+/// Where an incoming message's bytes go.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Not matched yet: eager/medium bytes go to the bounce buffer.
+    None,
+    /// Matched to receive entry `id`: bytes go to its buffer at `base + offset`,
+    /// the first `cap` bytes of the message fit.
+    Recv { id: usize, base: usize, cap: usize },
+    /// Discarded (`FI_DISCARD`): remaining bytes are consumed and dropped.
+    Discard,
+}
+
+/// One incoming message, from its first segment (any segment) until all its bytes arrived.
+pub(crate) struct InRec {
+    pub peer: PeerId,
+    pub seq: u32,
+    pub total_bytes: usize,
+    pub tag: Option<u64>,
+    pub data: Option<u64>,
+    /// Rendezvous (RTS arrived; data only after our CTS).
+    pub rndv: bool,
+    /// Message bytes that arrived (placed or dropped).
+    pub arrived_bytes: usize,
+    /// Bytes that will arrive in all (rendezvous: our grant; `usize::MAX` before it).
+    pub expect_bytes: usize,
+    pub target: Target,
+    /// Unexpected eager/medium data (len = `total_bytes`).
+    pub bounce: Option<Vec<u8>>,
+    /// Listed in `in_map` under (peer, seq).
+    pub in_map: bool,
+    /// Passed send-order hold-back: eligible for matching.
+    pub ready: bool,
+    /// Eager credit to return to the sender once the data left unexpected memory, bytes.
+    pub charged_bytes: usize,
+    /// The sender aborted it (ABORT): skipped, never matched, when its turn comes.
+    pub aborted: bool,
+}
+
+impl<B: UserBuf> MsgLayer<B> {
+    /// A datagram payload from `peer`.
+    pub(crate) fn on_payload(&mut self, peer: PeerId, payload: &[u8]) {
+        let pkt = match Packet::new_checked(payload) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.bad += 1;
+                return;
+            }
+        };
+        let repr = match Repr::parse(&pkt) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.bad += 1;
+                return;
+            }
+        };
+        let data = pkt.payload();
+        let (Ok(total), Ok(off)) = (usize::try_from(repr.total), usize::try_from(repr.offset))
+        else {
+            self.stats.bad += 1;
+            return;
+        };
+        if self.mode == crate::config::EpMode::Dgram {
+            if repr.ty == MsgType::Data && off == 0 && data.len() == total {
+                self.dgram_in(peer, &repr, data);
+            } else {
+                self.stats.bad += 1;
+            }
+            return;
+        }
+        match repr.ty {
+            MsgType::Data | MsgType::Rts => self.on_msg_segment(peer, &repr, total, off, data),
+            MsgType::RData => match self.in_map.get(&(peer.0, repr.seq)) {
+                Some(&id)
+                    if self
+                        .ins
+                        .get(id)
+                        .is_some_and(|r| r.rndv && r.target != Target::None) =>
+                {
+                    self.place(id, off, data)
+                }
+                _ => self.stats.stray += 1,
+            },
+            MsgType::Cts => self.on_cts(peer, repr.seq, repr.total),
+            MsgType::Abort => self.on_abort(peer, repr.seq),
+            MsgType::Credit => {
+                let st = self.peer_mut(peer);
+                st.send_credit_bytes = st.send_credit_bytes.saturating_add(total);
+            }
+        }
+    }
+
+    /// A DATA segment or RTS: start or continue the record of message (peer, seq).
+    fn on_msg_segment(&mut self, peer: PeerId, repr: &Repr, total: usize, off: usize, data: &[u8]) {
+        let rndv = repr.ty == MsgType::Rts;
+        if !rndv && total > self.eager_limit.max(self.max_unexpected_bytes) {
+            // No honest sender sends DATA this large (it must fit its eager credit);
+            // refusing it keeps a bad header from allocating a huge bounce buffer.
+            self.stats.bad += 1;
+            return;
+        }
+        if let Some(&id) = self.in_map.get(&(peer.0, repr.seq)) {
+            match self.ins.get(id) {
+                Some(r) if !r.rndv && !rndv && r.total_bytes == total => self.place(id, off, data),
+                _ => self.stats.stray += 1,
+            }
+            return;
+        }
+        let next = self.peer_mut(peer).next_match_seq;
+        let ahead = repr.seq.wrapping_sub(next);
+        if ahead >= 1 << 31 {
+            // A message we finished already: the sender cannot send it again.
+            self.stats.stray += 1;
+            return;
+        }
+        let id = self.ins.insert(InRec {
+            peer,
+            seq: repr.seq,
+            total_bytes: total,
+            tag: repr.tag,
+            data: repr.data,
+            rndv,
+            arrived_bytes: 0,
+            expect_bytes: if rndv { usize::MAX } else { total },
+            target: Target::None,
+            bounce: None,
+            in_map: true,
+            ready: false,
+            charged_bytes: if rndv { 0 } else { total },
+            aborted: false,
+        });
+        self.in_map.insert((peer.0, repr.seq), id);
+        if ahead != 0 {
+            // Held back behind an earlier message of this peer (SAS).
+            self.stats.held += 1;
+            if !rndv {
+                let b = self.alloc_bounce(total);
+                if let Some(r) = self.ins.get_mut(id) {
+                    r.bounce = Some(b);
+                }
+                self.place(id, off, data);
+            }
+            return;
+        }
+        self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
+        self.enter_matching(id);
+        if !rndv {
+            self.place(id, off, data);
+        } else {
+            self.check_done(id);
+        }
+        self.release_in_order(peer);
+    }
+
+    /// Match (or skip, if aborted) held records of `peer` that are now next in send order.
+    fn release_in_order(&mut self, peer: PeerId) {
+        loop {
+            let next = self.peer_mut(peer).next_match_seq;
+            let Some(&id) = self.in_map.get(&(peer.0, next)) else {
+                break;
+            };
+            let Some(aborted) = self.ins.get(id).filter(|r| !r.ready).map(|r| r.aborted) else {
+                break;
+            };
+            self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
+            if aborted {
+                self.remove_rec(id);
+            } else {
+                self.enter_matching(id);
+                self.check_done(id);
+            }
+        }
+    }
+
+    /// The sender gave up on its message `seq`: fail or forget what we have of it and
+    /// make sure later messages of the peer are not held back behind it.
+    fn on_abort(&mut self, peer: PeerId, seq: u32) {
+        if let Some(&id) = self.in_map.get(&(peer.0, seq)) {
+            let Some(r) = self.ins.get_mut(id) else {
+                return;
+            };
+            let charged = core::mem::take(&mut r.charged_bytes);
+            if r.ready {
+                self.fail_rec(id);
+            } else {
+                r.aborted = true;
+                if let Some(b) = r.bounce.take() {
+                    self.free_bounce(b);
+                }
+            }
+            self.owe_credit(peer, charged);
+            return;
+        }
+        let next = self.peer_mut(peer).next_match_seq;
+        if seq.wrapping_sub(next) >= 1 << 31 {
+            // Finished already (all its bytes arrived before the failure was seen).
+            self.stats.stray += 1;
+            return;
+        }
+        if seq == next {
+            self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
+            self.release_in_order(peer);
+            return;
+        }
+        // A tombstone, so the hold-back skips it.
+        let id = self.ins.insert(InRec {
+            peer,
+            seq,
+            total_bytes: 0,
+            tag: None,
+            data: None,
+            rndv: false,
+            arrived_bytes: 0,
+            expect_bytes: 0,
+            target: Target::None,
+            bounce: None,
+            in_map: true,
+            ready: false,
+            charged_bytes: 0,
+            aborted: true,
+        });
+        self.in_map.insert((peer.0, seq), id);
+    }
+
+    /// A DGRAM-mode datagram: one whole message, matched in arrival order.
+    fn dgram_in(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {
+        let total = data.len();
+        if self.find_posted(peer, repr.tag).is_none()
+            && self.unexp_bytes.saturating_add(total) > self.max_unexpected_bytes
+        {
+            // DGRAM endpoints may drop what nobody receives; memory stays bounded.
+            self.stats.dropped += 1;
+            return;
+        }
+        let id = self.ins.insert(InRec {
+            peer,
+            seq: 0,
+            total_bytes: total,
+            tag: repr.tag,
+            data: repr.data,
+            rndv: false,
+            arrived_bytes: 0,
+            expect_bytes: total,
+            target: Target::None,
+            bounce: None,
+            in_map: false,
+            ready: false,
+            charged_bytes: 0,
+            aborted: false,
+        });
+        self.enter_matching(id);
+        self.place(id, 0, data);
+    }
+
+    pub(crate) fn alloc_bounce(&mut self, n: usize) -> Vec<u8> {
+        self.unexp_bytes += n;
+        self.peak_unexp_bytes = self.peak_unexp_bytes.max(self.unexp_bytes);
+        let mut b = self.bounce_pool.pop().unwrap_or_default();
+        b.clear();
+        b.resize(n, 0);
+        b
+    }
+
+    pub(crate) fn free_bounce(&mut self, b: Vec<u8>) {
+        self.unexp_bytes = self.unexp_bytes.saturating_sub(b.len());
+        if self.bounce_pool.len() < 64 && b.capacity() <= self.eager_limit.max(4096) {
+            self.bounce_pool.push(b);
+        }
+    }
+
+    /// Bytes `data` of record `id` at message offset `off`.
+    pub(crate) fn place(&mut self, id: usize, off: usize, data: &[u8]) {
+        let Some(rec) = self.ins.get_mut(id) else {
+            return;
+        };
+        match rec.target {
+            Target::Recv { id: rid, base, cap } => {
+                if off < cap {
+                    let n = data.len().min(cap - off);
+                    if let Some(e) = self.recvs.get_mut(rid) {
+                        e.op.buf.write_at(base + off, &data[..n]);
+                    }
+                }
+            }
+            Target::None => {
+                if let Some(dst) = rec
+                    .bounce
+                    .as_mut()
+                    .and_then(|b| b.get_mut(off..off + data.len()))
+                {
+                    dst.copy_from_slice(data);
+                }
+            }
+            Target::Discard => {}
+        }
+        rec.arrived_bytes = rec.arrived_bytes.saturating_add(data.len());
+        self.check_done(id);
+    }
+
+    /// Finish record `id` when it is matched and all its bytes arrived.
+    pub(crate) fn check_done(&mut self, id: usize) {
+        match self.ins.get(id) {
+            Some(r) if r.target != Target::None && r.arrived_bytes >= r.expect_bytes => {}
+            _ => return,
+        }
+        if let Some(rec) = self.remove_rec(id) {
+            if let Target::Recv { id: rid, base, cap } = rec.target {
+                self.finish_recv(rid, &rec, base, cap, None);
+            }
+        }
+    }
+
+    /// Take record `id` out of every index (map, unexpected queues) and free its bounce buffer.
+    pub(crate) fn remove_rec(&mut self, id: usize) -> Option<InRec> {
+        let mut rec = self.ins.remove(id)?;
+        let key = (rec.peer.0, rec.seq);
+        if rec.in_map && self.in_map.get(&key) == Some(&id) {
+            self.in_map.remove(&key);
+        }
+        if rec.ready && rec.target == Target::None {
+            self.unexp_tagged.retain(|&x| x != id);
+            self.unexp_untagged.retain(|&x| x != id);
+            self.claimed.retain(|&(_, x)| x != id);
+        }
+        if let Some(b) = rec.bounce.take() {
+            self.free_bounce(b);
+        }
+        Some(rec)
+    }
+
+    /// Complete receive entry `rid` for message `rec` placed at `base` with `cap` bytes of room.
+    pub(crate) fn finish_recv(
+        &mut self,
+        rid: usize,
+        rec: &InRec,
+        base: usize,
+        cap: usize,
+        error: Option<CompError>,
+    ) {
+        let placed = rec.total_bytes.min(cap);
+        let olen = rec.total_bytes - placed;
+        let error = error.or((olen > 0).then_some(CompError::Truncated));
+        let info = RecvInfo {
+            len: placed,
+            olen,
+            tag: rec.tag.unwrap_or(0),
+            data: rec.data,
+            src: Some(rec.peer),
+            offset: base,
+        };
+        let Some(e) = self.recvs.get_mut(rid) else {
+            return;
+        };
+        let (ctx, tagged, report) = (e.op.context, e.op.tag.is_some(), e.op.report);
+        if e.op.flags.multi_recv {
+            e.inflight = e.inflight.saturating_sub(1);
+            if e.posted || e.inflight > 0 {
+                self.complete_recv(ctx, tagged, report, None, info, false, error);
+                return;
+            }
+        }
+        if let Some(e) = self.recvs.remove(rid) {
+            let multi = e.op.flags.multi_recv;
+            self.complete_recv(ctx, tagged, report, Some(e.op.buf), info, multi, error);
+        }
+    }
+
+    /// Drop record `id` (peer gone); a receive it was matched to completes in error.
+    pub(crate) fn fail_rec(&mut self, id: usize) {
+        if let Some(rec) = self.remove_rec(id) {
+            if let Target::Recv { id: rid, base, cap } = rec.target {
+                self.finish_recv(rid, &rec, base, cap, Some(CompError::PeerUnreachable));
+            }
+        }
+    }
+
+    /// `p` restarted: drop its partial messages; whole unexpected ones stay receivable.
+    pub(crate) fn reset_peer_recvs(&mut self, p: PeerId) {
+        for id in self.ins.indices_where(|r| r.peer == p) {
+            let keep = self.ins.get(id).is_some_and(|r| {
+                r.ready && r.target == Target::None && !r.rndv && r.arrived_bytes >= r.expect_bytes
+            });
+            if keep {
+                let key = (p.0, self.ins.get(id).map_or(0, |r| r.seq));
+                if self.in_map.get(&key) == Some(&id) {
+                    self.in_map.remove(&key);
+                }
+                if let Some(r) = self.ins.get_mut(id) {
+                    r.in_map = false;
+                }
+            } else {
+                self.fail_rec(id);
+            }
+        }
+        self.peer_mut(p).next_match_seq = 0;
+    }
+
+    /// Our CTS for (peer, seq) failed: that message will never arrive.
+    /// (`token`: the CTS's; retried a few times while the SRD still keeps the peer.)
+    pub(crate) fn on_cts_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
+        let seq = token as u32;
+        let tries = ((token >> 32) as u8).saturating_add(1);
+        let retry = reason == FailReason::Unreachable && tries < super::MAX_ABORT_TRIES;
+        let rec = self.in_map.get(&(peer.0, seq)).copied();
+        match rec {
+            Some(id) if retry => {
+                let grant = self.ins.get(id).map_or(0, |r| r.expect_bytes) as u64;
+                self.push_ctrl(peer, Ctrl::Cts { seq, grant, tries });
+            }
+            Some(id) => self.fail_rec(id),
+            // A discarded message's record is gone; the sender still needs its CTS(0).
+            None if retry && token & super::send::TOKEN_ZERO_GRANT != 0 => {
+                self.push_ctrl(
+                    peer,
+                    Ctrl::Cts {
+                        seq,
+                        grant: 0,
+                        tries,
+                    },
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Stop wanting the message of record `id`: drop its data, tell a rendezvous sender.
+    pub(crate) fn discard_rec(&mut self, id: usize) {
+        let Some(rec) = self.ins.get_mut(id) else {
+            return;
+        };
+        rec.target = Target::Discard;
+        let (peer, seq, rndv, charged) = (rec.peer, rec.seq, rec.rndv, rec.charged_bytes);
+        rec.charged_bytes = 0;
+        if rndv {
+            rec.expect_bytes = 0;
+        }
+        if let Some(b) = rec.bounce.take() {
+            self.free_bounce(b);
+        }
+        if rndv {
+            self.push_ctrl(
+                peer,
+                Ctrl::Cts {
+                    seq,
+                    grant: 0,
+                    tries: 0,
+                },
+            );
+        }
+        self.owe_credit(peer, charged);
+        self.check_done(id);
+    }
+}

@@ -1,0 +1,396 @@
+//! Send side: per-peer send queues, protocol choice, segmentation into datagrams,
+//! round-robin pacing over peers, and send completions (handed down or acked).
+
+use super::op::{CompError, SendOp};
+use super::peer::Ctrl;
+use super::MsgLayer;
+use crate::buf::UserBuf;
+use crate::config::EpMode;
+use crate::dgram::{Datagrams, FailReason, PeerId, SendError};
+use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
+
+/// Token bit marking control datagrams (CTS, credit); their events are ignored
+/// except a failed CTS.
+pub(crate) const TOKEN_CTRL: u64 = 1 << 63;
+/// Token bit (with `TOKEN_CTRL`) marking a CTS; the low 32 bits are its sequence number.
+pub(crate) const TOKEN_CTS: u64 = 1 << 62;
+/// Token bit (with `TOKEN_CTS`) marking a CTS that granted 0 bytes.
+pub(crate) const TOKEN_ZERO_GRANT: u64 = 1 << 40;
+/// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
+pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
+
+/// How a message travels.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Proto {
+    /// Not started: no sequence number yet (cancellable).
+    Unstarted,
+    /// Eager / medium: DATA segments sent at once.
+    Data,
+    /// Rendezvous: RTS, wait for CTS, then RDATA segments.
+    Rndv,
+}
+
+/// One outgoing message.
+pub(crate) struct OutMsg<B> {
+    pub op: SendOp<B>,
+    pub total_bytes: usize,
+    pub seq: u32,
+    pub proto: Proto,
+    /// Next byte to hand down.
+    pub next_off: usize,
+    /// Bytes to hand down in all (rendezvous: the receiver's grant).
+    pub end_bytes: usize,
+    pub rts_sent: bool,
+    /// At least one DATA segment handed down (a 0-byte message still sends one).
+    pub sent_any: bool,
+    /// Every datagram of it handed down.
+    pub handed_all: bool,
+    /// Datagrams handed down and not yet acked.
+    pub outstanding: u32,
+}
+
+/// Result of one attempt to hand a datagram to the SRD layer.
+enum Step {
+    Sent,
+    Blocked,
+    Idle,
+}
+
+impl<B: UserBuf> MsgLayer<B> {
+    /// Token of a datagram of message `seq` in slot `id`: bit 63 clear, `seq` in bits
+    /// 31..63, the slot in bits 0..31. The sequence number identifies the message even
+    /// after it completed (for ABORT) and makes events for a reused slot stale.
+    pub(crate) fn token_of(id: usize, seq: u32) -> u64 {
+        ((seq as u64) << 31) | (id as u64 & 0x7FFF_FFFF)
+    }
+
+    /// The live, started message a datagram token names, if any.
+    fn out_of_token(&self, peer: PeerId, token: u64) -> Option<usize> {
+        let id = (token & 0x7FFF_FFFF) as usize;
+        let seq = (token >> 31) as u32;
+        self.outs
+            .get(id)
+            .filter(|m| m.op.peer == peer && m.seq == seq && m.proto != Proto::Unstarted)
+            .map(|_| id)
+    }
+
+    /// Queue a send (after validation).
+    pub(crate) fn enqueue_send(&mut self, op: SendOp<B>) {
+        let peer = op.peer;
+        let total = op.buf.len();
+        let id = self.outs.insert(OutMsg {
+            op,
+            total_bytes: total,
+            seq: 0,
+            proto: Proto::Unstarted,
+            next_off: 0,
+            end_bytes: total,
+            rts_sent: false,
+            sent_any: false,
+            handed_all: false,
+            outstanding: 0,
+        });
+        self.peer_mut(peer).queue.push_back(id);
+        self.wake(peer);
+    }
+
+    /// Hand datagrams down while peers have work and `dg` room (round-robin over peers).
+    pub(crate) fn pump_impl(&mut self, dg: &mut dyn Datagrams) {
+        self.payload_max = dg.max_payload();
+        let mut blocked = core::mem::take(&mut self.blocked);
+        // Bounded: every turn either sends a datagram, retires the peer or blocks it.
+        while let Some(p) = self.ready.pop_front() {
+            if !dg.can_send(p) {
+                blocked.push(p);
+                continue;
+            }
+            match self.send_one(p, dg) {
+                Step::Blocked => blocked.push(p),
+                Step::Sent | Step::Idle => {
+                    if self.peer_mut(p).has_work() {
+                        self.ready.push_back(p);
+                    } else {
+                        self.peer_mut(p).in_ready = false;
+                    }
+                }
+            }
+        }
+        self.ready.extend(blocked.drain(..));
+        self.blocked = blocked;
+    }
+
+    /// Hand one datagram of `p`'s work to `dg`.
+    fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
+        if let Some(&c) = self.peer_mut(p).ctrl.front() {
+            let (repr, token) = match c {
+                Ctrl::Cts { seq, grant, tries } => (
+                    Repr {
+                        ty: MsgType::Cts,
+                        seq,
+                        total: grant,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
+                    TOKEN_CTRL
+                        | TOKEN_CTS
+                        | if grant == 0 { TOKEN_ZERO_GRANT } else { 0 }
+                        | (tries as u64) << 32
+                        | seq as u64,
+                ),
+                Ctrl::Abort { seq, tries } => (
+                    Repr {
+                        ty: MsgType::Abort,
+                        seq,
+                        total: 0,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
+                    TOKEN_CTRL | TOKEN_ABORT | (tries as u64) << 32 | seq as u64,
+                ),
+                Ctrl::Credit { bytes } => (
+                    Repr {
+                        ty: MsgType::Credit,
+                        seq: 0,
+                        total: bytes,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
+                    TOKEN_CTRL,
+                ),
+            };
+            let r = dg.send(p, token, HEADER_LEN, &mut |b: &mut [u8]| {
+                repr.emit_into(b);
+            });
+            if r == Err(SendError::WouldBlock) {
+                return Step::Blocked;
+            }
+            // Sent, or the peer is gone (nothing to tell it then).
+            self.peer_mut(p).ctrl.pop_front();
+            return Step::Sent;
+        }
+        let Some(&id) = self.peer_mut(p).queue.front() else {
+            return Step::Idle;
+        };
+        let room = self.payload_max.saturating_sub(HEADER_LEN);
+        let Some(m) = self.outs.get(id) else {
+            self.peer_mut(p).queue.pop_front();
+            return Step::Idle;
+        };
+        if room == 0 || (self.mode == EpMode::Dgram && m.total_bytes > room) {
+            // The datagram service cannot carry it (payload room shrank below the message).
+            self.fail_send(id, CompError::PeerUnreachable);
+            return Step::Idle;
+        }
+        if m.proto == Proto::Unstarted {
+            self.start_send(id, p);
+        }
+        let Some(m) = self.outs.get_mut(id) else {
+            return Step::Idle;
+        };
+        let token = Self::token_of(id, m.seq);
+        let (ty, off, n) = match m.proto {
+            Proto::Rndv if !m.rts_sent => (MsgType::Rts, 0, 0),
+            Proto::Rndv => (
+                MsgType::RData,
+                m.next_off,
+                room.min(m.end_bytes - m.next_off),
+            ),
+            _ => (
+                MsgType::Data,
+                m.next_off,
+                room.min(m.total_bytes - m.next_off),
+            ),
+        };
+        let repr = Repr {
+            ty,
+            seq: m.seq,
+            total: m.total_bytes as u64,
+            offset: off as u64,
+            tag: m.op.tag,
+            data: m.op.data,
+        };
+        let buf = &m.op.buf;
+        let r = dg.send(p, token, HEADER_LEN + n, &mut |b: &mut [u8]| {
+            if repr.emit_into(b) {
+                if let Some(dst) = b.get_mut(HEADER_LEN..HEADER_LEN + n) {
+                    buf.read_at(off, dst);
+                }
+            }
+        });
+        match r {
+            Ok(()) => {}
+            Err(SendError::WouldBlock) => return Step::Blocked,
+            Err(_) => {
+                self.fail_send(id, CompError::PeerUnreachable);
+                return Step::Sent;
+            }
+        }
+        let is_rts = ty == MsgType::Rts;
+        let Some(m) = self.outs.get_mut(id) else {
+            return Step::Sent;
+        };
+        m.outstanding += 1;
+        let done = if is_rts {
+            m.rts_sent = true;
+            false
+        } else {
+            m.next_off += n;
+            m.sent_any = true;
+            m.handed_all = m.next_off >= m.end_bytes;
+            m.handed_all
+        };
+        self.stats.datagrams_sent += 1;
+        if is_rts || done {
+            // Finished here; a rendezvous message comes back with its CTS.
+            self.peer_mut(p).queue.pop_front();
+        }
+        if done {
+            self.maybe_complete_send(id);
+        }
+        Step::Sent
+    }
+
+    /// Give message `id` its sequence number and protocol (it is at its queue's front).
+    fn start_send(&mut self, id: usize, p: PeerId) {
+        let (eager_limit, mode) = (self.eager_limit, self.mode);
+        let Some(total) = self.outs.get(id).map(|m| m.total_bytes) else {
+            return;
+        };
+        let st = self.peer_mut(p);
+        let seq = st.next_send_seq;
+        let proto = if mode == EpMode::Dgram {
+            Proto::Data
+        } else if total <= eager_limit && total <= st.send_credit_bytes {
+            st.send_credit_bytes -= total;
+            Proto::Data
+        } else {
+            Proto::Rndv
+        };
+        // DGRAM receivers ignore it, but it keeps tokens unique there too.
+        st.next_send_seq = seq.wrapping_add(1);
+        if proto == Proto::Rndv {
+            self.out_map.insert((p.0, seq), id);
+        }
+        if let Some(m) = self.outs.get_mut(id) {
+            m.seq = seq;
+            m.proto = proto;
+        }
+    }
+
+    /// A CTS from `p` for our message `seq`: send `grant` bytes of it.
+    pub(crate) fn on_cts(&mut self, p: PeerId, seq: u32, grant: u64) {
+        let Some(&id) = self.out_map.get(&(p.0, seq)) else {
+            self.stats.stray += 1;
+            return;
+        };
+        let Some(m) = self.outs.get_mut(id) else {
+            return;
+        };
+        if !m.rts_sent || m.handed_all || m.sent_any {
+            self.stats.stray += 1;
+            return;
+        }
+        m.end_bytes = (grant.min(m.total_bytes as u64)) as usize;
+        if m.end_bytes == 0 {
+            m.handed_all = true;
+            self.maybe_complete_send(id);
+        } else {
+            self.peer_mut(p).queue.push_back(id);
+            self.wake(p);
+        }
+    }
+
+    /// Complete send `id` if its completion condition holds.
+    pub(crate) fn maybe_complete_send(&mut self, id: usize) {
+        let Some(m) = self.outs.get(id) else {
+            return;
+        };
+        if m.handed_all && (!m.op.delivery_complete || m.outstanding == 0) {
+            self.finish_send(id, None);
+        }
+    }
+
+    /// Complete send `id` with `error` (once) and forget it.
+    pub(crate) fn fail_send(&mut self, id: usize, error: CompError) {
+        if let Some(m) = self.outs.get(id) {
+            let p = m.op.peer;
+            if let Some(q) = self.peers.get_mut(p.0 as usize).map(|s| &mut s.queue) {
+                q.retain(|&x| x != id);
+            }
+        }
+        self.finish_send(id, Some(error));
+    }
+
+    fn finish_send(&mut self, id: usize, error: Option<CompError>) {
+        let Some(m) = self.outs.remove(id) else {
+            return;
+        };
+        if m.proto == Proto::Rndv && self.out_map.get(&(m.op.peer.0, m.seq)) == Some(&id) {
+            self.out_map.remove(&(m.op.peer.0, m.seq));
+        }
+        let len = m.total_bytes;
+        self.complete_send(m.op, len, error);
+    }
+
+    /// An `Acked` report for a message datagram.
+    pub(crate) fn on_send_acked(&mut self, peer: PeerId, token: u64) {
+        if let Some(id) = self.out_of_token(peer, token) {
+            if let Some(m) = self.outs.get_mut(id) {
+                m.outstanding = m.outstanding.saturating_sub(1);
+            }
+            self.maybe_complete_send(id);
+        }
+    }
+
+    /// A `Failed` report for a message datagram: the send fails (once), if it has not
+    /// completed yet. If the peer may still be alive, tell it to stop waiting for the
+    /// message (ABORT), also when the send already completed (it left on hand-down).
+    pub(crate) fn on_send_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
+        if let Some(id) = self.out_of_token(peer, token) {
+            self.fail_send(id, CompError::PeerUnreachable);
+        }
+        if self.mode == EpMode::Rdm && reason == FailReason::Unreachable {
+            let seq = (token >> 31) as u32;
+            let st = self.peer_mut(peer);
+            // The datagrams of one message fail together: one ABORT is enough.
+            if st.last_abort_seq != Some(seq) {
+                st.last_abort_seq = Some(seq);
+                self.push_ctrl(peer, Ctrl::Abort { seq, tries: 0 });
+            }
+        }
+    }
+
+    /// Cancel a queued send that has not started; true if found.
+    pub(crate) fn cancel_send(&mut self, context: u64) -> bool {
+        let found = self
+            .outs
+            .indices_where(|m| m.op.context == context && m.proto == Proto::Unstarted);
+        match found.first() {
+            Some(&id) => {
+                self.fail_send(id, CompError::Canceled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `p` restarted: every started, unfinished send to it fails; sequence numbers restart.
+    pub(crate) fn reset_peer_sends(&mut self, p: PeerId) {
+        let started = self
+            .outs
+            .indices_where(|m| m.op.peer == p && m.proto != Proto::Unstarted);
+        for id in started {
+            self.fail_send(id, CompError::PeerUnreachable);
+        }
+        let c = self.init_credit_bytes;
+        let st = self.peer_mut(p);
+        st.next_send_seq = 0;
+        st.ctrl.clear();
+        st.send_credit_bytes = c;
+        st.credit_owed_bytes = 0;
+        st.last_abort_seq = None;
+    }
+}

@@ -1,0 +1,94 @@
+//! Helpers for tests over `SrdNode`s: configs, self-checking payloads, and
+//! the exactly-once invariant check.
+
+use core::net::SocketAddr;
+use std::collections::HashMap;
+
+use super::node::SrdNode;
+use super::{addr, Sim};
+use crate::config::{Config, EpMode};
+use crate::dgram::DgramEvent;
+
+/// The config of simulated host `i` with `paths` paths and epoch `epoch`.
+pub fn config(i: usize, paths: u8, epoch: u32) -> Config {
+    let mut c = Config::new(EpMode::Dgram, addr(i));
+    c.paths = paths;
+    c.epoch = epoch;
+    c.seed = 0x5eed ^ i as u64;
+    c
+}
+
+/// A payload of `len` bytes (at least 8) that encodes `token`, so the
+/// receiver can check both identity and content.
+pub fn payload(token: u64, len: usize) -> Vec<u8> {
+    let len = len.max(8);
+    let mut v = vec![0u8; len];
+    v[..8].copy_from_slice(&token.to_le_bytes());
+    for (i, b) in v[8..].iter_mut().enumerate() {
+        *b = (token as usize).wrapping_mul(31).wrapping_add(i) as u8;
+    }
+    v
+}
+
+/// The token a payload made by `payload` encodes, if its content is intact.
+pub fn token_of(data: &[u8]) -> Option<u64> {
+    let t = u64::from_le_bytes(data.get(..8)?.try_into().ok()?);
+    (payload(t, data.len()) == data).then_some(t)
+}
+
+/// What happened to the datagrams `from` sent to `to`.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Tokens pushed.
+    pub pushed: u64,
+    /// Delivered (distinct tokens).
+    pub delivered: u64,
+    /// Acked at the sender.
+    pub acked: u64,
+    /// Failed at the sender.
+    pub failed: u64,
+    /// Neither acked nor failed yet.
+    pub pending: u64,
+}
+
+/// Check exactly-once between sender host `from` and receiver host `to` for
+/// tokens `0..n`: no duplicate or corrupt delivery, every acked token
+/// delivered, each token acked or failed at most once. `Err` describes the
+/// first violation.
+pub fn check_pair(sim: &Sim<SrdNode>, from: usize, to: usize, n: u64) -> Result<Outcome, String> {
+    let src: SocketAddr = addr(from);
+    let rx = &sim.nodes[to];
+    let tx = &sim.nodes[from];
+    let Some(rx_peer) = rx.srd.peer_addr_id(src) else {
+        return Ok(Outcome { pushed: n, pending: n, ..Outcome::default() });
+    };
+    let mut seen: HashMap<u64, u32> = HashMap::new();
+    for a in rx.arrived.iter().filter(|a| a.peer == rx_peer) {
+        let t = token_of(&a.data).ok_or_else(|| format!("corrupt payload of {} bytes", a.data.len()))?;
+        let c = seen.entry(t).or_insert(0);
+        *c += 1;
+        if *c > 1 {
+            return Err(format!("token {t} delivered twice"));
+        }
+        if t >= n {
+            return Err(format!("unknown token {t}"));
+        }
+    }
+    let mut fate: HashMap<u64, u8> = HashMap::new();
+    for (_, e) in &tx.events {
+        let (t, k) = match *e {
+            DgramEvent::Acked { token, .. } => (token, 1),
+            DgramEvent::Failed { token, .. } => (token, 2),
+            DgramEvent::PeerRestarted { .. } => continue,
+        };
+        if fate.insert(t, k).is_some() {
+            return Err(format!("token {t} reported twice"));
+        }
+        if k == 1 && !seen.contains_key(&t) {
+            return Err(format!("token {t} acked but never delivered"));
+        }
+    }
+    let acked = fate.values().filter(|&&k| k == 1).count() as u64;
+    let failed = fate.values().filter(|&&k| k == 2).count() as u64;
+    Ok(Outcome { pushed: n, delivered: seen.len() as u64, acked, failed, pending: n - acked - failed })
+}

@@ -1,0 +1,219 @@
+//! Sender side of acknowledgements: marking PSNs acked, RTT and delivery-rate
+//! samples, and loss detection (per-path RACK, overdue packets, RTO).
+
+use core::time::Duration;
+
+use super::cc::{AckSample, Controller};
+use super::peer::{Ctx, Peer};
+use super::timer::Timer;
+use super::tx::SlotState;
+use crate::dgram::DgramEvent;
+use crate::time::Instant;
+use crate::wire::srd::{sack_word, AckRepr, CREDIT_UNLIMITED};
+
+/// Later packets acked on the same path that declare an earlier one lost.
+const REORDER_PACKETS: u64 = 3;
+
+impl Peer {
+    /// Process an acknowledgement that arrived at `now`.
+    /// `ext` holds the extra SACK words of an ACK packet (empty otherwise).
+    pub fn on_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, ack: &AckRepr, ext: &[u8]) {
+        let span = self.tx.next_send.wrapping_sub(self.tx.una);
+        let cum_d = ack.cum.wrapping_sub(self.tx.una);
+        if (cum_d as i32) > 0 && cum_d > span {
+            // Acknowledges PSNs never sent: corrupt or foreign; ignore it.
+            ctx.stats.rx_bad_ack += 1;
+            return;
+        }
+        let mut acked_bytes = 0u64;
+        let mut rate: Option<(u64, Instant)> = None;
+        if (cum_d as i32) > 0 {
+            let mut psn = self.tx.una;
+            while psn != ack.cum {
+                self.ack_one(ctx, now, psn, ack, &mut acked_bytes, &mut rate);
+                psn = psn.wrapping_add(1);
+            }
+        }
+        let words = core::iter::once(ack.sack_bits).chain((0..ext.len() / 8).filter_map(|k| sack_word(ext, k)));
+        for (k, mut bits) in words.enumerate() {
+            let base = ack.sack_base.wrapping_add(64 * k as u32);
+            while bits != 0 {
+                let i = bits.trailing_zeros();
+                bits &= bits - 1;
+                let psn = base.wrapping_add(i);
+                if self.tx.is_sent(psn) {
+                    self.ack_one(ctx, now, psn, ack, &mut acked_bytes, &mut rate);
+                }
+            }
+        }
+        self.tx.credit_limit =
+            if ack.credit == CREDIT_UNLIMITED { None } else { Some(ack.cum.wrapping_add(u32::from(ack.credit))) };
+        if acked_bytes > 0 {
+            self.tx.delivered += acked_bytes;
+            self.tx.delivered_at = now;
+            self.tx.last_progress = now;
+            self.rto_base = now;
+            self.tx.rto_backoff = 0;
+            self.tx.advance_una();
+            let mut s = AckSample {
+                acked_bytes,
+                min_rtt_ns: self.paths.min_rtt(),
+                median_srtt_ns: self.paths.median_srtt(),
+                ..AckSample::default()
+            };
+            if let Some((d0, t0)) = rate {
+                s.delivered_bytes = self.tx.delivered - d0;
+                s.interval_ns = now.saturating_since(t0).as_nanos() as u64;
+            }
+            self.cc.on_ack(now, &s);
+        }
+        self.detect_losses(ctx, now);
+        self.update_timers(ctx.p);
+    }
+
+    fn ack_one(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        psn: u32,
+        ack: &AckRepr,
+        acked_bytes: &mut u64,
+        rate: &mut Option<(u64, Instant)>,
+    ) {
+        let slot = self.tx.slot_mut(psn);
+        let was = slot.state;
+        if was != SlotState::InFlight && was != SlotState::Lost {
+            return;
+        }
+        slot.state = SlotState::Free;
+        let len = slot.buf.len() as u64;
+        let (sent, path, pseq, sends, token) = (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
+        let (d0, t0) = (slot.delivered, slot.delivered_at);
+        let buf = core::mem::take(&mut slot.buf);
+        ctx.pool.give(buf);
+        if was == SlotState::InFlight {
+            self.tx.bytes_in_flight -= len;
+            self.tx.pkts_in_flight -= 1;
+        } else {
+            // Declared lost, yet it arrived: the loss (and any resend) was spurious.
+            ctx.stats.spurious_losses += 1;
+        }
+        *acked_bytes += len;
+        if rate.map_or(true, |(d, _)| d0 >= d) {
+            *rate = Some((d0, t0));
+        }
+        if sent > self.largest_acked_sent {
+            self.largest_acked_sent = sent;
+        }
+        let p = &mut self.paths.paths[usize::from(path)];
+        if was == SlotState::InFlight {
+            p.on_acked(pseq, sent);
+        }
+        let elapsed = now.saturating_since(sent).as_nanos() as u64;
+        if sends > 1 && was == SlotState::InFlight && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
+            // Acked sooner than the resent copy could have travelled.
+            ctx.stats.spurious_retransmits += 1;
+        }
+        if psn == ack.recent && sends == 1 {
+            let delay = u64::from(ack.delay_us) * 1000;
+            let sample = elapsed.saturating_sub(delay).max(1);
+            p.on_rtt(sample);
+            self.on_rtt(sample);
+        }
+        ctx.stats.acked += 1;
+        ctx.events.push_back(DgramEvent::Acked { peer: self.id, token });
+    }
+
+    /// Declare lost what per-path ordering, overdue time or 3 later acks on
+    /// the same path show lost; arm the loss timer for the earliest pending case.
+    pub fn detect_losses(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        let mut next: Option<Instant> = None;
+        let peer_rtt = self.rtt_ns();
+        let ack_delay = ctx.p.ack_delay_ns;
+        for pi in 0..self.paths.paths.len() {
+            loop {
+                let p = &self.paths.paths[pi];
+                let Some(&(psn, pseq)) = p.outstanding.front() else { break };
+                let slot = self.tx.slot(psn);
+                let valid = self.tx.is_sent(psn)
+                    && slot.state == SlotState::InFlight
+                    && usize::from(slot.path) == pi
+                    && slot.pseq == pseq;
+                if !valid {
+                    self.paths.paths[pi].outstanding.pop_front();
+                    continue;
+                }
+                let srtt = p.srtt_or(peer_rtt);
+                let var = if p.srtt_ns == 0 { srtt / 2 } else { p.rttvar_ns };
+                let later_acked = p.acked_seq > pseq + 1;
+                let mut lost = p.acked_seq >= pseq + 1 + REORDER_PACKETS;
+                let mut deadline: Option<Instant> = None;
+                if later_acked {
+                    let t = slot.sent + Duration::from_nanos(srtt + srtt / 4 + var);
+                    lost |= now >= t;
+                    deadline = Some(t);
+                }
+                if self.largest_acked_sent > slot.sent {
+                    // Something sent after it (on any path) was acked: it is
+                    // overdue once well past its own path's RTT.
+                    let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
+                    lost |= now >= t;
+                    deadline = Some(deadline.map_or(t, |d| d.min(t)));
+                }
+                if lost {
+                    self.paths.paths[pi].outstanding.pop_front();
+                    self.mark_lost(ctx, now, psn);
+                    continue;
+                }
+                if let Some(d) = deadline {
+                    next = Some(next.map_or(d, |n| n.min(d)));
+                }
+                break;
+            }
+        }
+        match next {
+            Some(t) => self.timers.set(Timer::Loss, t),
+            None => self.timers.stop(Timer::Loss),
+        }
+    }
+
+    fn mark_lost(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32) {
+        let rtt = self.rtt_ns();
+        let slot = self.tx.slot_mut(psn);
+        slot.state = SlotState::Lost;
+        let len = slot.buf.len() as u64;
+        let path = usize::from(slot.path);
+        self.tx.bytes_in_flight -= len;
+        self.tx.pkts_in_flight -= 1;
+        self.tx.retx.push_back(psn);
+        self.paths.paths[path].on_lost(now, rtt);
+        self.cc.on_loss(now, len);
+        ctx.stats.lost += 1;
+        if let Some(c) = ctx.stats.path_lost.get_mut(path) {
+            *c += 1;
+        }
+    }
+
+    /// The retransmission timer fired: everything in flight for longer than
+    /// the RTO is declared lost, and the timer backs off.
+    pub fn on_rto(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        ctx.stats.timeouts += 1;
+        let rto = Duration::from_nanos(self.rto_ns(ctx.p));
+        let mut psn = self.tx.una;
+        let mut any = false;
+        while psn != self.tx.next_send {
+            let s = self.tx.slot(psn);
+            if s.state == SlotState::InFlight && s.sent + rto <= now {
+                self.mark_lost(ctx, now, psn);
+                any = true;
+            }
+            psn = psn.wrapping_add(1);
+        }
+        if any {
+            self.cc.on_timeout(now);
+        }
+        self.tx.rto_backoff = (self.tx.rto_backoff + 1).min(16);
+        self.rto_base = now;
+        self.update_timers(ctx.p);
+    }
+}

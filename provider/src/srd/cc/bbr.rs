@@ -1,0 +1,109 @@
+//! A BBR-like controller: bottleneck bandwidth from delivery-rate samples,
+//! min RTT from the paths, inflight cap of about two BDPs, pacing above the
+//! measured rate. Multipath-aware: only the MEDIAN path RTT rising over the
+//! min RTT (the whole connection queueing, e.g. incast) lowers the gains;
+//! one slow path is handled by the path picker, not here.
+
+use super::{AckSample, Controller};
+use crate::time::Instant;
+
+/// BBR-like controller state.
+pub struct Bbr {
+    /// Bottleneck bandwidth estimate, bytes/s (0 = none yet).
+    bw: u64,
+    /// When `bw` was last raised or refreshed.
+    bw_stamp: Instant,
+    /// Min RTT, ns (0 = unknown).
+    min_rtt_ns: u64,
+    /// Median path RTT, ns.
+    median_srtt_ns: u64,
+    /// Window before any estimate, bytes.
+    initial_window: u64,
+    /// Smallest window ever used, bytes (enough for ack batching).
+    min_window: u64,
+    /// Receiver's ack hold time, ns (part of the effective RTT).
+    ack_delay_ns: u64,
+}
+
+impl Bbr {
+    /// A controller with an `initial_window` (bytes) and a `min_window`
+    /// (bytes); `ack_delay_ns` is the receiver's delayed-ack time.
+    pub fn new(initial_window: u64, min_window: u64, ack_delay_ns: u64) -> Self {
+        Bbr {
+            bw: 0,
+            bw_stamp: Instant::ZERO,
+            min_rtt_ns: 0,
+            median_srtt_ns: 0,
+            initial_window,
+            min_window,
+            ack_delay_ns,
+        }
+    }
+
+    /// Is the connection as a whole queueing (most paths' RTT well above min)?
+    pub fn congested(&self) -> bool {
+        self.min_rtt_ns > 0 && self.median_srtt_ns > 2 * self.min_rtt_ns + 20_000
+    }
+
+    /// Bottleneck bandwidth estimate, bytes/s.
+    pub fn bandwidth(&self) -> u64 {
+        self.bw
+    }
+
+    /// How long a bandwidth maximum is kept before it may decay, ns.
+    fn bw_window_ns(&self) -> u64 {
+        (self.median_srtt_ns.max(self.min_rtt_ns) * 10).clamp(1_000_000, 100_000_000)
+    }
+}
+
+impl Controller for Bbr {
+    fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
+
+    fn on_ack(&mut self, now: Instant, s: &AckSample) {
+        if s.min_rtt_ns > 0 {
+            self.min_rtt_ns = s.min_rtt_ns;
+        }
+        if s.median_srtt_ns > 0 {
+            self.median_srtt_ns = s.median_srtt_ns;
+        }
+        if s.interval_ns > 0 && s.delivered_bytes > 0 {
+            let rate = (u128::from(s.delivered_bytes) * 1_000_000_000 / u128::from(s.interval_ns)) as u64;
+            let stale = now.saturating_since(self.bw_stamp).as_nanos() as u64 > self.bw_window_ns();
+            if rate >= self.bw {
+                self.bw = rate;
+                self.bw_stamp = now;
+            } else if stale {
+                // The old maximum aged out: decay towards the current rate.
+                self.bw = (self.bw * 3 / 4).max(rate);
+                self.bw_stamp = now;
+            }
+        }
+    }
+
+    fn on_loss(&mut self, _now: Instant, _bytes: u64) {
+        // Random loss is not a congestion signal here; queueing (RTT) is.
+    }
+
+    fn on_timeout(&mut self, _now: Instant) {
+        self.bw /= 2;
+    }
+
+    fn window(&self) -> u64 {
+        if self.bw == 0 || self.min_rtt_ns == 0 {
+            return self.initial_window.max(self.min_window);
+        }
+        let gain = if self.congested() { 1 } else { 2 };
+        let rtt = self.min_rtt_ns + self.ack_delay_ns;
+        let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000) as u64;
+        (gain * bdp).max(self.min_window)
+    }
+
+    fn pacing_rate(&self) -> Option<u64> {
+        if self.bw == 0 {
+            return None;
+        }
+        // Pace above the estimate so the rate can grow (BBR's startup gain);
+        // closer to it when the whole connection is queueing.
+        Some(if self.congested() { self.bw * 5 / 4 } else { self.bw * 2 })
+    }
+}

@@ -1,0 +1,36 @@
+//! Congestion control behind a small trait; one file per algorithm.
+
+pub mod bbr;
+
+use crate::time::Instant;
+
+/// What the controller learns from one acknowledgement.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AckSample {
+    /// Bytes newly acknowledged by this ack.
+    pub acked_bytes: u64,
+    /// Delivery-rate sample: bytes delivered over `interval_ns` (0 = none).
+    pub delivered_bytes: u64,
+    /// Interval of the delivery-rate sample, ns.
+    pub interval_ns: u64,
+    /// Smallest RTT of any path, ns (0 = unknown).
+    pub min_rtt_ns: u64,
+    /// Median smoothed RTT over the usable paths, ns (0 = unknown).
+    pub median_srtt_ns: u64,
+}
+
+/// A per-peer congestion controller.
+pub trait Controller {
+    /// `bytes` went on the wire.
+    fn on_sent(&mut self, now: Instant, bytes: u64);
+    /// An acknowledgement arrived.
+    fn on_ack(&mut self, now: Instant, s: &AckSample);
+    /// `bytes` were declared lost (one packet).
+    fn on_loss(&mut self, now: Instant, bytes: u64);
+    /// The retransmission timer fired.
+    fn on_timeout(&mut self, now: Instant);
+    /// Most bytes allowed in flight.
+    fn window(&self) -> u64;
+    /// Pacing rate in bytes per second (`None` = unpaced).
+    fn pacing_rate(&self) -> Option<u64>;
+}

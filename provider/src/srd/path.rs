@@ -1,0 +1,231 @@
+//! Per-path state (RTT, ordering for loss detection, health) and the path
+//! picker that sprays packets over the healthy paths.
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use crate::time::Instant;
+
+/// RTT assumed for a path before its first sample.
+pub const INITIAL_RTT: Duration = Duration::from_millis(1);
+
+/// Health of one path.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Carrying traffic normally.
+    Good,
+    /// Recent losses: still used, watched.
+    Suspect,
+    /// Lost several in a row: skipped, probed now and then.
+    Bad,
+}
+
+/// One path (entropy value) towards one peer.
+pub struct Path {
+    /// Smoothed RTT, ns (0 = no sample yet).
+    pub srtt_ns: u64,
+    /// RTT variation, ns.
+    pub rttvar_ns: u64,
+    /// Smallest RTT sample seen, ns (u64::MAX = none).
+    pub min_rtt_ns: u64,
+    /// Transmissions on this path, numbering `outstanding` entries.
+    pub next_seq: u64,
+    /// Highest path sequence number acknowledged, +1 (0 = none).
+    pub acked_seq: u64,
+    /// Send time of the latest-sent packet acknowledged on this path.
+    pub acked_sent: Instant,
+    /// Transmissions not yet known acked or lost, in send order: (psn, path seq).
+    pub outstanding: VecDeque<(u32, u64)>,
+    /// Health state.
+    pub health: Health,
+    /// Losses since the last acknowledgement on this path.
+    pub loss_streak: u32,
+    /// While `Bad`: when the next probe may go.
+    pub probe_at: Instant,
+    /// While `Bad`: probe back-off exponent.
+    pub probe_backoff: u32,
+    /// A probe is outstanding on this (bad) path.
+    pub probing: bool,
+    /// Picker: visits to skip before this slow path gets a packet again.
+    pub skip: u32,
+    /// Packets sent on this path.
+    pub sent: u64,
+    /// Packets declared lost on this path.
+    pub lost: u64,
+}
+
+impl Path {
+    fn new() -> Self {
+        Path {
+            srtt_ns: 0,
+            rttvar_ns: 0,
+            min_rtt_ns: u64::MAX,
+            next_seq: 0,
+            acked_seq: 0,
+            acked_sent: Instant::ZERO,
+            outstanding: VecDeque::new(),
+            health: Health::Good,
+            loss_streak: 0,
+            probe_at: Instant::ZERO,
+            probe_backoff: 0,
+            probing: false,
+            skip: 0,
+            sent: 0,
+            lost: 0,
+        }
+    }
+
+    /// Smoothed RTT, or `fallback_ns` before the first sample.
+    pub fn srtt_or(&self, fallback_ns: u64) -> u64 {
+        if self.srtt_ns == 0 {
+            fallback_ns
+        } else {
+            self.srtt_ns
+        }
+    }
+
+    /// Fold in one RTT sample.
+    pub fn on_rtt(&mut self, sample_ns: u64) {
+        let s = sample_ns.max(1);
+        self.min_rtt_ns = self.min_rtt_ns.min(s);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = s;
+            self.rttvar_ns = s / 2;
+        } else {
+            let err = self.srtt_ns.abs_diff(s);
+            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + s) / 8;
+        }
+    }
+
+    /// A packet sent on this path was acknowledged.
+    pub fn on_acked(&mut self, seq: u64, sent: Instant) {
+        if seq + 1 > self.acked_seq {
+            self.acked_seq = seq + 1;
+        }
+        if sent > self.acked_sent {
+            self.acked_sent = sent;
+        }
+        self.loss_streak = 0;
+        self.health = Health::Good;
+        self.probing = false;
+        self.probe_backoff = 0;
+    }
+
+    /// A packet sent on this path was declared lost at `now`; `rtt_ns` is the
+    /// peer's typical RTT (how long a bad path is avoided before a probe).
+    pub fn on_lost(&mut self, now: Instant, rtt_ns: u64) {
+        self.lost += 1;
+        self.loss_streak += 1;
+        if self.health == Health::Bad {
+            if self.probing {
+                // The probe died too: back off.
+                self.probing = false;
+                self.probe_backoff = (self.probe_backoff + 1).min(6);
+                self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
+            }
+        } else if self.loss_streak >= 3 {
+            self.health = Health::Bad;
+            self.probing = false;
+            self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * 4);
+        } else {
+            self.health = Health::Suspect;
+        }
+    }
+}
+
+/// All paths of one peer and the spraying cursor.
+pub struct PathSet {
+    /// The paths, indexed by entropy value.
+    pub paths: Vec<Path>,
+    cursor: usize,
+}
+
+impl PathSet {
+    /// `n` fresh paths (at least one).
+    pub fn new(n: u8) -> Self {
+        let n = usize::from(n.max(1));
+        PathSet { paths: (0..n).map(|_| Path::new()).collect(), cursor: 0 }
+    }
+
+    /// Forget all ordering state (send session reset); RTTs and health stay.
+    pub fn reset_ordering(&mut self) {
+        for p in &mut self.paths {
+            p.outstanding.clear();
+            p.probing = false;
+        }
+    }
+
+    /// Median smoothed RTT over paths with samples, ns (0 = none).
+    pub fn median_srtt(&self) -> u64 {
+        let mut v = [0u64; 64];
+        let mut n = 0;
+        for p in &self.paths {
+            if p.srtt_ns != 0 && p.health != Health::Bad && n < v.len() {
+                v[n] = p.srtt_ns;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return 0;
+        }
+        let s = &mut v[..n];
+        s.sort_unstable();
+        s[n / 2]
+    }
+
+    /// Smallest min-RTT over all paths, ns (0 = none).
+    pub fn min_rtt(&self) -> u64 {
+        let m = self.paths.iter().map(|p| p.min_rtt_ns).min().unwrap_or(u64::MAX);
+        if m == u64::MAX {
+            0
+        } else {
+            m
+        }
+    }
+
+    /// Pick the path for the next packet at `now`, avoiding `avoid` when
+    /// another usable path exists. Returns (path, is_probe).
+    pub fn pick(&mut self, now: Instant, avoid: Option<u8>) -> (u8, bool) {
+        let n = self.paths.len();
+        // A bad path whose probe time came gets one packet.
+        if avoid.is_none() {
+            for (i, p) in self.paths.iter_mut().enumerate() {
+                if p.health == Health::Bad && !p.probing && p.probe_at <= now {
+                    p.probing = true;
+                    return (i as u8, true);
+                }
+            }
+        }
+        let median = self.median_srtt();
+        for _ in 0..2 * n {
+            let i = self.cursor % n;
+            self.cursor = (i + 1) % n;
+            if avoid == Some(i as u8) && n > 1 {
+                continue;
+            }
+            let p = &mut self.paths[i];
+            if p.health == Health::Bad {
+                continue;
+            }
+            if p.skip > 0 {
+                p.skip -= 1;
+                continue;
+            }
+            // A path much slower than the median gets a share inversely
+            // proportional to its RTT, so it does not hold up completion.
+            if median > 0 && p.srtt_ns > 2 * median {
+                p.skip = ((p.srtt_ns / median) as u32).min(32) - 1;
+            }
+            return (i as u8, false);
+        }
+        // Every path is bad (or skipped): fall back to plain round robin.
+        let mut i = self.cursor % n;
+        if avoid == Some(i as u8) && n > 1 {
+            i = (i + 1) % n;
+        }
+        self.cursor = (i + 1) % n;
+        (i as u8, false)
+    }
+}

@@ -1,0 +1,207 @@
+//! One peer: its send and receive state, paths, congestion controller and
+//! timers, plus the session resets (peer restart, unreachable).
+
+use core::net::SocketAddr;
+use std::collections::VecDeque;
+
+use super::cc::bbr::Bbr;
+use super::path::{PathSet, INITIAL_RTT};
+use super::pool::Pool;
+use super::rx::Rx;
+use super::timer::{Timer, TimerTable};
+use super::tx::{SlotState, Tx};
+use super::SrdStats;
+use crate::dgram::{DgramEvent, FailReason, PeerId};
+use crate::time::Instant;
+
+/// Tunables copied out of `Config`, in the units the core computes with.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Our epoch.
+    pub epoch: u32,
+    /// Our main UDP port (header `src_port`).
+    pub port: u16,
+    /// Paths per peer.
+    pub paths: u8,
+    /// Largest payload, bytes.
+    pub max_payload: usize,
+    /// Delayed-ack time, ns.
+    pub ack_delay_ns: u64,
+    /// Ack after this many data packets.
+    pub ack_every: u32,
+    /// RTO bounds, ns.
+    pub min_rto_ns: u64,
+    /// RTO upper bound, ns.
+    pub max_rto_ns: u64,
+    /// Unreachable timeout, ns.
+    pub unreachable_ns: u64,
+    /// Initial window, packets.
+    pub initial_window: u32,
+}
+
+/// Shared state a peer's methods need from the endpoint.
+pub struct Ctx<'a> {
+    /// Tunables.
+    pub p: &'a Params,
+    /// Reports for the layer above.
+    pub events: &'a mut VecDeque<DgramEvent>,
+    /// Payload buffers.
+    pub pool: &'a mut Pool,
+    /// Counters.
+    pub stats: &'a mut SrdStats,
+}
+
+/// Everything we know about one remote endpoint.
+pub struct Peer {
+    /// Our id for it.
+    pub id: PeerId,
+    /// Its main address.
+    pub addr: SocketAddr,
+    /// Its epoch as we know it (0 = not heard from yet).
+    pub remote_epoch: u32,
+    /// Send state.
+    pub tx: Tx,
+    /// Receive state.
+    pub rx: Rx,
+    /// Paths towards it.
+    pub paths: PathSet,
+    /// Congestion controller.
+    pub cc: Bbr,
+    /// Timers.
+    pub timers: TimerTable,
+    /// Smoothed RTT over all paths, ns (0 = none).
+    pub srtt_ns: u64,
+    /// RTT variation over all paths, ns.
+    pub rttvar_ns: u64,
+    /// Send time of the latest-sent packet acknowledged (any path).
+    pub largest_acked_sent: Instant,
+    /// Retransmission timer reference: last progress or idle→busy send.
+    pub rto_base: Instant,
+    /// Pacing tokens, bytes (may go negative by one packet).
+    pub pacing_tokens: i64,
+    /// When the tokens were last refilled.
+    pub pacing_at: Instant,
+    /// A RESET must be sent (we got a packet addressed to an old epoch of ours).
+    pub reset_pending: bool,
+    /// When the last RESET left (rate limit).
+    pub last_reset: Option<Instant>,
+}
+
+impl Peer {
+    /// A new peer at `addr`.
+    pub fn new(id: PeerId, addr: SocketAddr, p: &Params) -> Self {
+        let mss = p.max_payload as u64;
+        let min_window = (2 * u64::from(p.ack_every) + 4) * mss;
+        Peer {
+            id,
+            addr,
+            remote_epoch: 0,
+            tx: Tx::new(),
+            rx: Rx::new(),
+            paths: PathSet::new(p.paths),
+            cc: Bbr::new(u64::from(p.initial_window) * mss, min_window, p.ack_delay_ns),
+            timers: TimerTable::default(),
+            srtt_ns: 0,
+            rttvar_ns: 0,
+            largest_acked_sent: Instant::ZERO,
+            rto_base: Instant::ZERO,
+            pacing_tokens: 0,
+            pacing_at: Instant::ZERO,
+            reset_pending: false,
+            last_reset: None,
+        }
+    }
+
+    /// Typical RTT of this peer, ns (a default before any sample).
+    pub fn rtt_ns(&self) -> u64 {
+        if self.srtt_ns == 0 {
+            INITIAL_RTT.as_nanos() as u64
+        } else {
+            self.srtt_ns
+        }
+    }
+
+    /// Current retransmission timeout, ns, with back-off.
+    pub fn rto_ns(&self, p: &Params) -> u64 {
+        let base = if self.srtt_ns == 0 {
+            3 * INITIAL_RTT.as_nanos() as u64
+        } else {
+            self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
+        };
+        let b = base.clamp(p.min_rto_ns, p.max_rto_ns);
+        b.saturating_mul(1 << self.tx.rto_backoff.min(16)).min(p.max_rto_ns)
+    }
+
+    /// Fold an RTT sample into the peer-wide estimate.
+    pub fn on_rtt(&mut self, s: u64) {
+        if self.srtt_ns == 0 {
+            self.srtt_ns = s;
+            self.rttvar_ns = s / 2;
+        } else {
+            self.rttvar_ns = (3 * self.rttvar_ns + self.srtt_ns.abs_diff(s)) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + s) / 8;
+        }
+    }
+
+    /// Re-arm the RTO and unreachable timers from the current state.
+    pub fn update_timers(&mut self, p: &Params) {
+        if self.tx.pkts_in_flight > 0 {
+            let at = self.rto_base + core::time::Duration::from_nanos(self.rto_ns(p));
+            self.timers.set(Timer::Rto, at);
+        } else {
+            self.timers.stop(Timer::Rto);
+            self.tx.rto_backoff = 0;
+        }
+        if self.tx.busy() && !self.tx.idle_until_poll {
+            let at = self.tx.last_progress + core::time::Duration::from_nanos(p.unreachable_ns);
+            self.timers.set(Timer::Unreachable, at);
+        } else {
+            self.timers.stop(Timer::Unreachable);
+        }
+    }
+
+    /// Fail every queued and outstanding datagram with `reason`. PSNs go on
+    /// from where they were; the next DATA packet's `psn_floor` tells the
+    /// receiver to stop waiting for the failed ones.
+    pub fn fail_all(&mut self, ctx: &mut Ctx<'_>, reason: FailReason) {
+        let mut psn = self.tx.una;
+        while psn != self.tx.next_psn {
+            let slot = self.tx.slot_mut(psn);
+            if slot.state != SlotState::Free {
+                slot.state = SlotState::Free;
+                let buf = core::mem::take(&mut slot.buf);
+                ctx.events.push_back(DgramEvent::Failed { peer: self.id, token: slot.token, reason });
+                ctx.pool.give(buf);
+                ctx.stats.failed += 1;
+            }
+            psn = psn.wrapping_add(1);
+        }
+        self.tx.una = self.tx.next_psn;
+        self.tx.next_send = self.tx.next_psn;
+        self.tx.retx.clear();
+        self.tx.bytes_in_flight = 0;
+        self.tx.pkts_in_flight = 0;
+        self.tx.rto_backoff = 0;
+        self.paths.reset_ordering();
+        self.timers.stop(Timer::Rto);
+        self.timers.stop(Timer::Loss);
+        self.timers.stop(Timer::Unreachable);
+        self.timers.stop(Timer::Pacing);
+    }
+
+    /// The peer restarted with epoch `epoch`: fail what we sent to the old
+    /// incarnation, start both directions afresh at PSN 0.
+    pub fn restart(&mut self, ctx: &mut Ctx<'_>, epoch: u32) {
+        ctx.stats.peer_restarts += 1;
+        ctx.events.push_back(DgramEvent::PeerRestarted { peer: self.id });
+        self.fail_all(ctx, FailReason::PeerRestarted);
+        self.tx.una = 0;
+        self.tx.next_send = 0;
+        self.tx.next_psn = 0;
+        self.tx.credit_limit = None;
+        self.rx = Rx::new();
+        self.timers.stop(Timer::Ack);
+        self.remote_epoch = epoch;
+        self.largest_acked_sent = Instant::ZERO;
+    }
+}

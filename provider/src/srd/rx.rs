@@ -1,0 +1,175 @@
+//! Receive window of one peer: which PSNs arrived (base + ring bitmap), and
+//! the acknowledgement state derived from it.
+
+use crate::time::Instant;
+use crate::wire::srd::AckRepr;
+
+/// Window size in packets (power of two, multiple of 64).
+pub const WINDOW: u32 = 4096;
+const WORDS: usize = (WINDOW / 64) as usize;
+
+/// What arriving PSN was.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// New: deliver it.
+    New,
+    /// Already received (or below the window base).
+    Duplicate,
+    /// Beyond the window.
+    OutOfWindow,
+}
+
+/// Receive side of one peer.
+pub struct Rx {
+    /// Every PSN below `base` has been received.
+    base: u32,
+    /// Bit `psn % WINDOW` = received, for PSNs in `base..base+WINDOW`.
+    bits: [u64; WORDS],
+    /// Highest PSN received (valid when `any`).
+    highest: u32,
+    /// At least one data packet was received in this session.
+    pub any: bool,
+    /// PSN of the most recently arrived data packet and when it arrived.
+    recent: (u32, Instant),
+    /// Data packets received since the last ack we sent.
+    pub unacked: u32,
+    /// An ack must go out at once (gap, duplicate, request, `ack_every`).
+    pub ack_now: bool,
+}
+
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+impl Rx {
+    /// An empty window expecting PSN 0.
+    pub fn new() -> Self {
+        Rx {
+            base: 0,
+            bits: [0; WORDS],
+            highest: 0,
+            any: false,
+            recent: (0, Instant::ZERO),
+            unacked: 0,
+            ack_now: false,
+        }
+    }
+
+    fn bit(&self, psn: u32) -> bool {
+        let i = psn % WINDOW;
+        self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+    fn set(&mut self, psn: u32, v: bool) {
+        let i = psn % WINDOW;
+        let w = &mut self.bits[(i / 64) as usize];
+        if v {
+            *w |= 1 << (i % 64);
+        } else {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    /// Record the arrival of `psn` at `now`.
+    pub fn on_packet(&mut self, psn: u32, now: Instant) -> Arrival {
+        let d = psn.wrapping_sub(self.base);
+        if (d as i32) < 0 {
+            return Arrival::Duplicate;
+        }
+        if d >= WINDOW {
+            return Arrival::OutOfWindow;
+        }
+        if self.bit(psn) {
+            return Arrival::Duplicate;
+        }
+        let gap = if self.any { after(psn, self.highest.wrapping_add(1)) } else { psn != self.base };
+        if gap {
+            // A new hole: tell the sender at once so it can repair quickly.
+            self.ack_now = true;
+        }
+        if !self.any || after(psn, self.highest) {
+            self.highest = psn;
+        }
+        self.any = true;
+        self.recent = (psn, now);
+        self.set(psn, true);
+        while self.bit(self.base) {
+            self.set(self.base, false);
+            self.base = self.base.wrapping_add(1);
+        }
+        Arrival::New
+    }
+
+    /// The sender says it no longer cares about PSNs below `floor` (acked or
+    /// failed): move the base up so its window cannot stall on them.
+    pub fn advance_floor(&mut self, floor: u32) {
+        let d = floor.wrapping_sub(self.base);
+        if d as i32 <= 0 || d > 1 << 30 {
+            return;
+        }
+        let steps = d.min(WINDOW);
+        for k in 0..steps {
+            self.set(self.base.wrapping_add(k), false);
+        }
+        self.base = floor;
+        if !self.any || after(floor, self.highest.wrapping_add(1)) {
+            self.highest = floor.wrapping_sub(1);
+        }
+        while self.bit(self.base) {
+            self.set(self.base, false);
+            self.base = self.base.wrapping_add(1);
+        }
+    }
+
+    /// 64 received-bits starting at `start` (which must be at or after `base`).
+    fn word(&self, start: u32) -> u64 {
+        let i = start % WINDOW;
+        let (w, off) = ((i / 64) as usize, i % 64);
+        let lo = self.bits[w] >> off;
+        let hi = if off == 0 { 0 } else { self.bits[(w + 1) % WORDS] << (64 - off) };
+        lo | hi
+    }
+
+    /// PSNs between the base and the highest received (inclusive), i.e. how
+    /// many bits a complete report needs.
+    pub fn span(&self) -> u32 {
+        if self.any {
+            self.highest.wrapping_sub(self.base).wrapping_add(1).min(WINDOW)
+        } else {
+            0
+        }
+    }
+
+    /// The acknowledgement describing the window now: the cumulative base and
+    /// a 64-bit bitmap of the 64 PSNs starting at the base (`sack_base = cum`).
+    pub fn ack(&self, now: Instant, credit: u16) -> AckRepr {
+        let delay_us = now.saturating_since(self.recent.1).as_micros().min(u128::from(u16::MAX)) as u16;
+        AckRepr {
+            cum: self.base,
+            recent: self.recent.0,
+            delay_us,
+            credit,
+            sack_base: self.base,
+            sack_bits: self.word(self.base),
+        }
+    }
+
+    /// Write the extension words (PSNs `base + 64 ..` up to the highest
+    /// received) into `out` as big-endian u64s; returns the bytes written.
+    pub fn write_ext(&self, out: &mut [u8]) -> usize {
+        let words = (self.span().saturating_sub(1) / 64) as usize;
+        let mut n = 0;
+        for k in 0..words {
+            let Some(dst) = out.get_mut(8 * k..8 * k + 8) else { break };
+            let w = self.word(self.base.wrapping_add(64 * (k as u32 + 1)));
+            dst.copy_from_slice(&w.to_be_bytes());
+            n = 8 * k + 8;
+        }
+        n
+    }
+}
+
+impl Default for Rx {
+    fn default() -> Self {
+        Self::new()
+    }
+}

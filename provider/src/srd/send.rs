@@ -1,0 +1,180 @@
+//! Building packets for one peer: RESET, retransmissions, new data (window,
+//! credit and pacing permitting), pure ACKs; every DATA piggybacks the ack.
+
+use core::time::Duration;
+
+use super::cc::Controller;
+use super::peer::{Ctx, Peer};
+use super::timer::Timer;
+use super::tx::{SlotState, WINDOW};
+use super::Transmit;
+use crate::time::Instant;
+use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES};
+
+impl Peer {
+    /// The ack to piggyback, if we have received anything from this peer.
+    fn take_ack(&mut self, now: Instant, full: bool) -> Option<AckRepr> {
+        if !self.rx.any {
+            return None;
+        }
+        self.rx.unacked = 0;
+        // A piggybacked ack reports 64 PSNs; if the window spans more, a
+        // complete pure ACK must follow so no received packet goes unreported.
+        self.rx.ack_now = !full && self.rx.span() > 64;
+        self.timers.stop(Timer::Ack);
+        Some(self.rx.ack(now, CREDIT_UNLIMITED))
+    }
+
+    fn header(&self, ctx: &Ctx<'_>, ty: PacketType, path: u8) -> Repr {
+        Repr {
+            ty,
+            flags: 0,
+            path,
+            src_port: ctx.p.port,
+            src_epoch: ctx.p.epoch,
+            dst_epoch: self.remote_epoch,
+            psn: 0,
+            psn_floor: 0,
+            ack: None,
+            payload_len: 0,
+        }
+    }
+
+    /// Refill pacing tokens; returns the release time if new data must wait.
+    fn paced_until(&mut self, now: Instant, mss: u64) -> Option<Instant> {
+        let rate = self.cc.pacing_rate()?;
+        let elapsed = now.saturating_since(self.pacing_at).as_nanos() as u64;
+        self.pacing_at = now;
+        let burst = (16 * mss).max(rate / 10_000) as i64; // 16 packets or 100 µs
+        let add = (u128::from(elapsed) * u128::from(rate) / 1_000_000_000).min(burst as u128) as i64;
+        self.pacing_tokens = (self.pacing_tokens + add).min(burst);
+        if self.pacing_tokens >= 0 {
+            return None;
+        }
+        let wait = (-self.pacing_tokens) as u128 * 1_000_000_000 / u128::from(rate.max(1));
+        Some(now + Duration::from_nanos(wait.max(1) as u64))
+    }
+
+    /// The next packet for this peer, written into `buf`.
+    pub fn poll_transmit(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.reset_pending {
+            self.reset_pending = false;
+            self.last_reset = Some(now);
+            let (path, _) = self.paths.pick(now, None);
+            let h = self.header(ctx, PacketType::Reset, path);
+            return self.finish(ctx, h, buf, None);
+        }
+        let window = self.cc.window();
+        // Retransmissions first: they bypass pacing but respect the window.
+        while let Some(&psn) = self.tx.retx.front() {
+            if !self.tx.is_sent(psn) || self.tx.slot(psn).state != SlotState::Lost {
+                self.tx.retx.pop_front();
+                continue;
+            }
+            if self.tx.pkts_in_flight > 0 && self.tx.bytes_in_flight >= window {
+                break;
+            }
+            self.tx.retx.pop_front();
+            let old_path = self.tx.slot(psn).path;
+            let (path, _) = self.paths.pick(now, Some(old_path));
+            ctx.stats.retransmits += 1;
+            return Some(self.send_data(ctx, now, psn, path, flags::RETRANSMIT | flags::ACK_NOW, buf));
+        }
+        if self.tx.next_send != self.tx.next_psn {
+            let len = self.tx.slot(self.tx.next_send).buf.len() as u64;
+            let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
+            let credit_ok = self.tx.credit_limit.map_or(true, |lim| {
+                (lim.wrapping_sub(self.tx.next_send) as i32) > 0 || self.tx.pkts_in_flight == 0
+            });
+            let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
+            if window_ok && credit_ok && span_ok {
+                match self.paced_until(now, ctx.p.max_payload as u64) {
+                    Some(t) => self.timers.set(Timer::Pacing, t),
+                    None => {
+                        self.timers.stop(Timer::Pacing);
+                        let psn = self.tx.next_send;
+                        self.tx.next_send = psn.wrapping_add(1);
+                        let (path, probe) = self.paths.pick(now, None);
+                        let fl = if probe { flags::ACK_NOW } else { 0 };
+                        return Some(self.send_data(ctx, now, psn, path, fl, buf));
+                    }
+                }
+            } else if !window_ok {
+                ctx.stats.window_limited += 1;
+            }
+        }
+        let due = self.timers.due(Timer::Ack, now);
+        if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
+            let (path, _) = self.paths.pick(now, None);
+            let mut h = self.header(ctx, PacketType::Ack, path);
+            let ack = self.take_ack(now, true);
+            let ext = buf.get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES).map_or(0, |b| self.rx.write_ext(b));
+            h.payload_len = ext as u16;
+            ctx.stats.tx_acks += 1;
+            return self.finish(ctx, h, buf, ack);
+        }
+        None
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>, mut h: Repr, buf: &mut [u8], ack: Option<AckRepr>) -> Option<Transmit> {
+        h.ack = ack;
+        if h.emit(buf).is_err() {
+            return None;
+        }
+        let len = h.buffer_len();
+        ctx.stats.tx_packets += 1;
+        ctx.stats.tx_bytes += len as u64;
+        Some(Transmit { dst: self.addr, path: h.path, len })
+    }
+
+    fn send_data(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, path: u8, fl: u8, buf: &mut [u8]) -> Transmit {
+        let mut h = self.header(ctx, PacketType::Data, path);
+        h.flags = fl;
+        h.psn = psn;
+        h.psn_floor = self.tx.una;
+        h.ack = self.take_ack(now, false);
+        let idle = self.tx.pkts_in_flight == 0;
+        if idle {
+            // Rate samples start from now after an idle period.
+            self.tx.delivered_at = now;
+        }
+        let (delivered, delivered_at) = (self.tx.delivered, self.tx.delivered_at);
+        let p = &mut self.paths.paths[usize::from(path)];
+        let pseq = p.next_seq;
+        p.next_seq += 1;
+        p.sent += 1;
+        p.outstanding.push_back((psn, pseq));
+        let slot = self.tx.slot_mut(psn);
+        slot.state = SlotState::InFlight;
+        slot.sent = now;
+        slot.path = path;
+        slot.pseq = pseq;
+        slot.sends += 1;
+        slot.delivered = delivered;
+        slot.delivered_at = delivered_at;
+        let len = slot.buf.len();
+        h.payload_len = len as u16;
+        // `buf` holds at least max_datagram bytes and len <= max_payload.
+        let total = HEADER_LEN + len;
+        if h.emit(buf).is_ok() {
+            if let Some(dst) = buf.get_mut(HEADER_LEN..total) {
+                dst.copy_from_slice(&slot.buf);
+            }
+        }
+        if idle {
+            self.rto_base = now;
+        }
+        self.tx.bytes_in_flight += len as u64;
+        self.tx.pkts_in_flight += 1;
+        self.pacing_tokens -= len as i64;
+        self.cc.on_sent(now, len as u64);
+        ctx.stats.tx_packets += 1;
+        ctx.stats.tx_data += 1;
+        ctx.stats.tx_bytes += total as u64;
+        if let Some(c) = ctx.stats.path_sent.get_mut(usize::from(path)) {
+            *c += 1;
+        }
+        self.update_timers(ctx.p);
+        Transmit { dst: self.addr, path, len: total }
+    }
+}

@@ -1,0 +1,49 @@
+//! Per-peer timer table, indexed by an enum (quinn style).
+
+use crate::time::Instant;
+
+/// The timers one peer runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// Delayed acknowledgement must go out.
+    Ack = 0,
+    /// Retransmission timeout (last-resort loss detection).
+    Rto = 1,
+    /// Time-based loss detection (reorder window / overdue packet) expires.
+    Loss = 2,
+    /// Pacing releases the next packet.
+    Pacing = 3,
+    /// Nothing acknowledged for `unreachable_timeout`: fail everything.
+    Unreachable = 4,
+}
+
+const N: usize = 5;
+
+/// Deadlines of every timer of one peer; `None` = not armed.
+#[derive(Clone, Debug, Default)]
+pub struct TimerTable {
+    at: [Option<Instant>; N],
+}
+
+impl TimerTable {
+    /// Arm `t` at `when`.
+    pub fn set(&mut self, t: Timer, when: Instant) {
+        self.at[t as usize] = Some(when);
+    }
+    /// Disarm `t`.
+    pub fn stop(&mut self, t: Timer) {
+        self.at[t as usize] = None;
+    }
+    /// Deadline of `t`.
+    pub fn get(&self, t: Timer) -> Option<Instant> {
+        self.at[t as usize]
+    }
+    /// Is `t` armed and due at `now`?
+    pub fn due(&self, t: Timer, now: Instant) -> bool {
+        matches!(self.at[t as usize], Some(x) if x <= now)
+    }
+    /// The earliest deadline of all.
+    pub fn next(&self) -> Option<Instant> {
+        self.at.iter().flatten().min().copied()
+    }
+}

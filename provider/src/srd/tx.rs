@@ -1,0 +1,149 @@
+//! Send side of one peer: the ring of datagram slots indexed by PSN
+//! (queued, in flight, lost-awaiting-retransmission), and the retransmit queue.
+
+use std::collections::VecDeque;
+
+use crate::time::Instant;
+
+/// Send window in packets: PSNs `una..una+WINDOW` may be in use. Equal to the
+/// receiver's window so nothing sent can fall outside it.
+pub const WINDOW: u32 = super::rx::WINDOW;
+
+/// Lifecycle of one slot.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// Free (never used, acked, or failed).
+    Free,
+    /// Queued, never sent.
+    Queued,
+    /// On the wire, counted in `bytes_in_flight`.
+    InFlight,
+    /// Declared lost, waiting in `retx` for a retransmission.
+    Lost,
+}
+
+/// One datagram the sender owns until it is acked or failed.
+pub struct Slot {
+    /// State.
+    pub state: SlotState,
+    /// The caller's token.
+    pub token: u64,
+    /// Payload (a pool buffer).
+    pub buf: Vec<u8>,
+    /// When the latest transmission left.
+    pub sent: Instant,
+    /// Path of the latest transmission.
+    pub path: u8,
+    /// Path sequence number of the latest transmission.
+    pub pseq: u64,
+    /// Transmissions so far.
+    pub sends: u32,
+    /// Peer's `delivered` bytes when this was sent (rate sampling).
+    pub delivered: u64,
+    /// Time of that `delivered` value.
+    pub delivered_at: Instant,
+}
+
+impl Slot {
+    fn empty() -> Self {
+        Slot {
+            state: SlotState::Free,
+            token: 0,
+            buf: Vec::new(),
+            sent: Instant::ZERO,
+            path: 0,
+            pseq: 0,
+            sends: 0,
+            delivered: 0,
+            delivered_at: Instant::ZERO,
+        }
+    }
+}
+
+/// The sender state of one peer.
+pub struct Tx {
+    /// Lowest PSN not yet acknowledged (or failed).
+    pub una: u32,
+    /// Next PSN never yet sent.
+    pub next_send: u32,
+    /// Next PSN to assign to a queued datagram.
+    pub next_psn: u32,
+    /// Slots indexed by `psn % WINDOW`.
+    pub slots: Vec<Slot>,
+    /// PSNs declared lost, in detection order (stale entries skipped).
+    pub retx: VecDeque<u32>,
+    /// Bytes on the wire not yet acked or declared lost.
+    pub bytes_in_flight: u64,
+    /// Packets on the wire not yet acked or declared lost.
+    pub pkts_in_flight: u32,
+    /// Total bytes acknowledged (delivery-rate sampling).
+    pub delivered: u64,
+    /// When `delivered` last grew.
+    pub delivered_at: Instant,
+    /// Last acked-data progress, or when the peer went from idle to busy.
+    pub last_progress: Instant,
+    /// Went busy in `send` (no clock there): `last_progress` is stamped at the next poll.
+    pub idle_until_poll: bool,
+    /// Retransmission-timer back-off exponent.
+    pub rto_backoff: u32,
+    /// Receiver credit: highest PSN + 1 we may send (`None` = unlimited).
+    pub credit_limit: Option<u32>,
+}
+
+impl Tx {
+    /// An empty send state starting at PSN 0.
+    pub fn new() -> Self {
+        Tx {
+            una: 0,
+            next_send: 0,
+            next_psn: 0,
+            slots: (0..WINDOW).map(|_| Slot::empty()).collect(),
+            retx: VecDeque::new(),
+            bytes_in_flight: 0,
+            pkts_in_flight: 0,
+            delivered: 0,
+            delivered_at: Instant::ZERO,
+            last_progress: Instant::ZERO,
+            idle_until_poll: false,
+            rto_backoff: 0,
+            credit_limit: None,
+        }
+    }
+
+    /// Slot of `psn`.
+    pub fn slot(&self, psn: u32) -> &Slot {
+        &self.slots[(psn % WINDOW) as usize]
+    }
+    /// Mutable slot of `psn`.
+    pub fn slot_mut(&mut self, psn: u32) -> &mut Slot {
+        &mut self.slots[(psn % WINDOW) as usize]
+    }
+
+    /// Datagrams queued or outstanding.
+    pub fn outstanding(&self) -> u32 {
+        self.next_psn.wrapping_sub(self.una)
+    }
+
+    /// Anything queued, in flight or awaiting retransmission?
+    pub fn busy(&self) -> bool {
+        self.next_psn != self.una
+    }
+
+    /// Is `psn` in `una..next_send` (sent at least once, not behind una)?
+    pub fn is_sent(&self, psn: u32) -> bool {
+        psn.wrapping_sub(self.una) < self.next_send.wrapping_sub(self.una)
+    }
+
+    /// Move `una` past freed slots.
+    pub fn advance_una(&mut self) {
+        while self.una != self.next_send && self.slot(self.una).state == SlotState::Free {
+            self.una = self.una.wrapping_add(1);
+        }
+    }
+}
+
+impl Default for Tx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
