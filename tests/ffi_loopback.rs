@@ -497,3 +497,81 @@ fn dgram_send_recv() {
         assert!(s < 0, "oversized DGRAM send accepted");
     }
 }
+
+#[test]
+fn multi_recv_buffer() {
+    let p = Pair::new(
+        sys::fi_ep_type_FI_EP_RDM,
+        (sys::FI_MSG | sys::FI_MULTI_RECV) as u64,
+        false,
+    );
+    let (a, b) = (p.ep[0], p.ep[1]);
+    let (mut sctx, mut rctx) = (1u64, 2u64);
+    unsafe {
+        let msg = &*(*a).msg;
+        let min: usize = 1024;
+        let set = (*(*b).ops).setopt.unwrap();
+        let rc = set(
+            b as sys::fid_t,
+            sys::FI_OPT_ENDPOINT as i32,
+            sys::FI_OPT_MIN_MULTI_RECV as i32,
+            (&min as *const usize).cast(),
+            8,
+        );
+        assert_eq!(rc, 0);
+        let mut buf = vec![0u8; 3500];
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let m = sys::fi_msg {
+            msg_iov: (&iov as *const libc::iovec).cast(),
+            iov_count: 1,
+            addr: ANY,
+            context: ctx(&mut rctx),
+            ..Default::default()
+        };
+        assert_eq!(msg.recvmsg.unwrap()(b, &m, sys::FI_MULTI_RECV as u64), 0);
+        let base = buf.as_ptr() as usize;
+        let mut seen = Vec::new();
+        let mut released = false;
+        for k in 0..3u8 {
+            let tx = [k + 1; 1000];
+            let s = msg.send.unwrap()(
+                a,
+                tx.as_ptr().cast(),
+                1000,
+                null_mut(),
+                p.addr[1],
+                ctx(&mut sctx),
+            );
+            assert_eq!(s, 0);
+            ok(wait_one(p.cq[0], p.cq[1]));
+            let (e, _) = ok(wait_one(p.cq[1], p.cq[0]));
+            assert_eq!(e.op_context, ctx(&mut rctx));
+            if e.len == 0 {
+                // A bare buffer-release entry.
+                assert_ne!(e.flags & sys::FI_MULTI_RECV as u64, 0);
+                released = true;
+                continue;
+            }
+            assert_eq!(e.len, 1000);
+            let off = e.buf as usize - base;
+            assert!(off + 1000 <= buf.len(), "entry outside the buffer");
+            assert!(
+                buf[off..off + 1000].iter().all(|&x| x == k + 1),
+                "message {k} at offset {off}"
+            );
+            seen.push(off);
+            released |= e.flags & sys::FI_MULTI_RECV as u64 != 0;
+        }
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 3, "three messages at distinct offsets");
+        // 3500 - 3000 < 1024 left: the buffer is released with FI_MULTI_RECV.
+        if !released {
+            let (e, _) = ok(wait_one(p.cq[1], p.cq[0]));
+            assert_ne!(e.flags & sys::FI_MULTI_RECV as u64, 0);
+        }
+    }
+}
