@@ -166,9 +166,12 @@ fn openmpi_mtl_hints() {
     free(v);
 }
 
+/// A hint mutation.
+type HintFn = dyn Fn(&mut sys::fi_info);
+
 #[test]
 fn unservable_hints() {
-    let cases: Vec<Box<dyn Fn(&mut sys::fi_info)>> = vec![
+    let cases: Vec<Box<HintFn>> = vec![
         Box::new(|h| h.caps = FI_RMA),
         Box::new(|h| h.caps = FI_ATOMIC),
         Box::new(|h| h.caps = FI_HMEM),
