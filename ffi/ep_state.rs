@@ -22,7 +22,7 @@ use crate::io::sock::Sockets;
 use crate::{log, params};
 
 /// Rounds of `recvmmsg` per progress call (bounds the time one call takes).
-const RX_ROUNDS: usize = 4;
+const RX_ROUNDS: usize = 5;
 /// Largest fi_addr kept in the direct-indexed translation cache.
 const CACHE_MAX: u64 = 1 << 20;
 

@@ -51,6 +51,9 @@ pub struct Io {
     tx_iov: Vec<libc::iovec>,
     tx_hdr: Vec<libc::mmsghdr>,
     tx_pick: Vec<usize>,
+    /// The last receive found nothing: probe with a one-message call first (the
+    /// kernel copies in every header of a call, which makes idle polling dearer).
+    rx_idle: bool,
     /// What happened so far.
     pub stats: IoStats,
 }
@@ -110,6 +113,7 @@ impl Io {
             ],
             tx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
             tx_pick: Vec::with_capacity(batch),
+            rx_idle: true,
             stats: IoStats::default(),
         };
         // Receive headers point at fixed slots: build them once.
@@ -131,9 +135,10 @@ impl Io {
     }
 
     /// One `recvmmsg` on socket 0; each datagram goes to `f(from, bytes)`.
-    /// Returns how many arrived (a full batch means: call again).
+    /// Returns how many arrived (0 means the socket is drained for now).
     pub fn recv(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> usize {
-        for h in &mut self.rx_hdr {
+        let vlen = if self.rx_idle { 1 } else { self.batch };
+        for h in &mut self.rx_hdr[..vlen] {
             h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
@@ -144,12 +149,13 @@ impl Io {
             libc::recvmmsg(
                 self.socks[0].as_raw_fd(),
                 self.rx_hdr.as_mut_ptr(),
-                self.batch as libc::c_uint,
+                vlen as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
         self.stats.syscalls += 1;
+        self.rx_idle = r <= 0;
         if r <= 0 {
             return 0;
         }
