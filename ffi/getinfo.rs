@@ -391,6 +391,16 @@ fn c_dup(s: &str) -> *mut c_char {
     unsafe { libc::strdup(c.as_ptr()) }
 }
 
+/// `fi_domain_attr` as libfabric 2.x lays it out (fields appended after 1.17's).
+#[repr(C)]
+struct DomainAttr2 {
+    base: sys::fi_domain_attr,
+    max_ep_auth_key: usize,
+    max_group_id: u32,
+    max_cntr_value: u64,
+    max_err_cntr_value: u64,
+}
+
 /// Allocate an `fi_info` with the core's allocator and fill it from `o`.
 unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     // SAFETY: fi_dupinfo(NULL) is fi_allocinfo: a zeroed fi_info with all attrs.
@@ -485,6 +495,17 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     dom.mode = 0;
     dom.max_err_data = 0;
     dom.mr_cnt = 1 << 20;
+    // SAFETY: fi_version only reads the core's version.
+    if unsafe { sys::fi_version() } >> 16 >= 2 {
+        // A 2.x core allocated its larger fi_domain_attr (fi_dupinfo): fill the
+        // appended fields; zero counter limits would read as "cannot count".
+        // SAFETY: the struct came from the running 2.x core, so it has them.
+        let d2 = unsafe { &mut *(i.domain_attr as *mut DomainAttr2) };
+        d2.max_ep_auth_key = 0;
+        d2.max_group_id = 0;
+        d2.max_cntr_value = u64::MAX;
+        d2.max_err_cntr_value = u64::MAX;
+    }
     fab.name = c_dup(prov::FABRIC_NAME);
     fab.prov_name = std::ptr::null_mut();
     fab.prov_version = crate::consts::SPRAY_PROV_VERSION;
