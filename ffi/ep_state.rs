@@ -318,7 +318,10 @@ impl EpState {
             return err::EOPBADSTATE as isize;
         };
         let rc = run.engine.post_send(op);
-        self.progress();
+        // FI_MORE: more posts follow at once; let them leave in one batch.
+        if flags & FI_MORE == 0 || rc.is_err() {
+            self.progress();
+        }
         op_result(rc)
     }
 
