@@ -575,3 +575,56 @@ fn multi_recv_buffer() {
         }
     }
 }
+
+#[test]
+fn unknown_sender_is_not_available() {
+    let p = Pair::new(
+        sys::fi_ep_type_FI_EP_RDM,
+        (sys::FI_MSG | sys::FI_TAGGED) as u64,
+        false,
+    );
+    // A third endpoint with its own AV that knows only B; B's AV does not know it.
+    let av2 = open_av(p.dom);
+    let c = open_ep(p.dom, p.info);
+    let cq2 = open_cq(p.dom, sys::fi_cq_format_FI_CQ_FORMAT_TAGGED);
+    assert_eq!(bind(c, av2, 0), 0);
+    assert_eq!(bind(c, cq2, (sys::FI_TRANSMIT | sys::FI_RECV) as u64), 0);
+    assert_eq!(control(c, sys::FI_ENABLE, null_mut()), 0);
+    let b_in_av2 = av_insert(av2, &getname(p.ep[1]));
+    let (mut sctx, mut rctx) = (1u64, 2u64);
+    unsafe {
+        let tagged = &*(*c).tagged;
+        let mut rx = [0u8; 8];
+        let tx = [1u8; 8];
+        let r = tagged.recv.unwrap()(
+            p.ep[1],
+            rx.as_mut_ptr().cast(),
+            8,
+            null_mut(),
+            ANY,
+            3,
+            0,
+            ctx(&mut rctx),
+        );
+        assert_eq!(r, 0);
+        assert_eq!(
+            tagged.send.unwrap()(
+                c,
+                tx.as_ptr().cast(),
+                8,
+                null_mut(),
+                b_in_av2,
+                3,
+                ctx(&mut sctx)
+            ),
+            0
+        );
+        let (e, src) = ok(wait_one(p.cq[1], cq2));
+        assert_eq!(e.len, 8);
+        assert_eq!(src, u64::MAX, "FI_ADDR_NOTAVAIL for a sender not in the AV");
+        ok(wait_one(cq2, p.cq[1]));
+    }
+    assert_eq!(close(c), 0);
+    assert_eq!(close(cq2), 0);
+    assert_eq!(close(av2), 0);
+}
