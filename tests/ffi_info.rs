@@ -80,8 +80,9 @@ fn hints_filter() {
             text(&o)
         );
     }
-    // Domain name = interface name.
-    assert!(fi_info(&["-p", "spray", "-d", "lo"]).status.success());
+    // Domain name = interface name; naming one selects it.
+    let t = text(&fi_info(&["-p", "spray", "-d", "lo", "-v"]));
+    assert!(t.contains("src_addr: fi_sockaddr_in://127.0.0.1:0"), "{t}");
     assert!(!fi_info(&["-p", "spray", "-d", "nosuchif0"])
         .status
         .success());
