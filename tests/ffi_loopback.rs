@@ -681,6 +681,9 @@ fn threads_share_endpoints() {
                         // Reap one completion (maybe the other thread's) per post.
                         let t0 = Instant::now();
                         while cq_read(h.cq_b, &mut [sys::fi_cq_tagged_entry::default(); 1]) != 1 {
+                            // Manual progress: once the senders are done, someone
+                            // must still drive A (pacing, retransmissions).
+                            let _ = cq_read(h.cq_a, &mut []);
                             assert!(t0.elapsed() < Duration::from_secs(20), "receive completion");
                         }
                         reaped += 1;
