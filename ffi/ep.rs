@@ -12,8 +12,7 @@ use crate::domain::{self, Domain};
 use crate::ep_state::{EpSetup, EpState};
 use crate::obj::{self, FiObject};
 use crate::{
-    addr, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, getinfo, guard, iface, limits, nosys,
-    params, sys,
+    addr, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, guard, iface, limits, nosys, params, sys,
 };
 
 // CQs and counters of one thread may progress endpoints used by another.
@@ -333,6 +332,3 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_voi
         }
     })
 }
-
-/// Re-exported so getinfo and the ops agree on limits.
-pub use getinfo::IOV_LIMIT;

@@ -162,10 +162,14 @@ fn build_offers(
     let mut chosen = iface::choose();
     // A domain name in the hints selects that interface (domain = interface).
     // SAFETY: hint sub-attributes are NULL or valid; a non-NULL name is NUL-terminated.
-    let wanted = hints.and_then(|h| unsafe { h.domain_attr.as_ref() }).filter(|d| !d.name.is_null());
+    let wanted = hints
+        .and_then(|h| unsafe { h.domain_attr.as_ref() })
+        .filter(|d| !d.name.is_null());
     if let Some(d) = wanted {
         // SAFETY: checked non-NULL above.
-        let name = unsafe { CStr::from_ptr(d.name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(d.name) }
+            .to_string_lossy()
+            .into_owned();
         match iface::list().into_iter().find(|i| i.name == name) {
             Some(i) => chosen = i,
             None => return Ok(Vec::new()),

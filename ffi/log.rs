@@ -46,12 +46,3 @@ pub fn info(msg: &str) {
         msg,
     );
 }
-
-/// Log a debug line (`FI_LOG_LEVEL=debug`).
-pub fn debug(msg: &str) {
-    emit(
-        sys::fi_log_level_FI_LOG_DEBUG,
-        sys::fi_log_subsys_FI_LOG_EP_DATA,
-        msg,
-    );
-}

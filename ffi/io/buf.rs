@@ -61,19 +61,6 @@ impl FfiBuf {
         Some(FfiBuf::Iov { segs, count, len })
     }
 
-    /// A buffer over one contiguous region.
-    ///
-    /// # Safety
-    /// As `from_iov`: `base` valid for `len` bytes until completion.
-    pub unsafe fn from_ptr(base: *mut u8, len: usize) -> Option<FfiBuf> {
-        let v = libc::iovec {
-            iov_base: base.cast(),
-            iov_len: len,
-        };
-        // SAFETY: one valid iovec on the stack; its memory is the caller's promise.
-        unsafe { FfiBuf::from_iov(&v, 1) }
-    }
-
     /// Address of the first byte (for CQ `buf` fields), NULL for private copies.
     pub fn base(&self) -> *mut u8 {
         match self {
