@@ -426,6 +426,8 @@ impl EpState {
         let multi_base = self.multi_bases.get(&c.context).copied();
         if c.multi_recv_done {
             flags |= FI_MULTI_RECV;
+        }
+        if c.multi_recv_done || (!send && c.error == Some(CompError::Canceled)) {
             self.multi_bases.remove(&c.context);
         }
         let buf = match (&c.buf, multi_base) {
