@@ -59,9 +59,10 @@ impl CntrCore {
             if self.errs.load(Ordering::Acquire) != errs0 {
                 return err::EAVAIL;
             }
-            let eps = self.eps.lock().clone();
-            if !waiter.block(&eps, &self.wake) {
-                return err::ETIMEDOUT;
+            match waiter.spin() {
+                Some(true) => {}
+                Some(false) => return err::ETIMEDOUT,
+                None => waiter.sleep(&self.eps.lock().clone(), &self.wake),
             }
         }
     }

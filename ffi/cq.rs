@@ -187,9 +187,11 @@ impl CqCore {
             if self.signaled.swap(false, Ordering::AcqRel) {
                 return err::EAGAIN as isize;
             }
-            let eps = self.eps.lock().clone();
-            if !waiter.block(&eps, &self.wake) {
-                return err::EAGAIN as isize;
+            match waiter.spin() {
+                Some(true) => {}
+                Some(false) => return err::EAGAIN as isize,
+                // Sleeping is rare: copying the endpoint list is fine here.
+                None => waiter.sleep(&self.eps.lock().clone(), &self.wake),
             }
         }
     }

@@ -53,16 +53,34 @@ impl Waiter {
         }
     }
 
-    /// Wait a little for input on `eps` (or a wake-up). False once the deadline passed.
-    pub fn block(&self, eps: &[Arc<EpCore>], wake: &Wake) -> bool {
+    /// The cheap part of a wait: `Some(false)` once the deadline passed,
+    /// `Some(true)` while still in the busy-poll phase (after a spin hint),
+    /// `None` when the caller should `sleep`.
+    pub fn spin(&self) -> Option<bool> {
         let now = clock::now_ns();
         if self.deadline.is_some_and(|d| now >= d) {
-            return false;
+            return Some(false);
         }
         if now < self.spin_until {
             std::hint::spin_loop();
-            return true;
+            return Some(true);
         }
+        None
+    }
+
+    /// Wait a little for input on `eps` (or a wake-up). False once the deadline passed.
+    pub fn block(&self, eps: &[Arc<EpCore>], wake: &Wake) -> bool {
+        if let Some(go_on) = self.spin() {
+            return go_on;
+        }
+        self.sleep(eps, wake);
+        true
+    }
+
+    /// Sleep in ppoll until input on `eps`, a wake-up, the engines' next timer
+    /// or the deadline (at most 100 ms).
+    pub fn sleep(&self, eps: &[Arc<EpCore>], wake: &Wake) {
+        let now = clock::now_ns();
         let mut limit = self.deadline.map_or(u64::MAX, |d| d - now);
         let mut fds = Vec::with_capacity(eps.len() + 1);
         for ep in eps {
@@ -98,6 +116,5 @@ impl Waiter {
             )
         };
         wake.drain();
-        true
     }
 }
