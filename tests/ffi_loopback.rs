@@ -737,3 +737,69 @@ fn threads_share_endpoints() {
         }
     }
 }
+
+#[test]
+fn sread_wakes_on_arrival() {
+    let p = Pair::new(
+        sys::fi_ep_type_FI_EP_RDM,
+        (sys::FI_MSG | sys::FI_TAGGED) as u64,
+        false,
+    );
+    let h = Handles {
+        a: p.ep[0],
+        b: p.ep[1],
+        cq_a: p.cq[0],
+        cq_b: p.cq[1],
+        addr_b: p.addr[1],
+    };
+    unsafe {
+        let tagged = &*(*p.ep[1]).tagged;
+        let mut rx = [0u8; 8];
+        let r = tagged.recv.unwrap()(
+            p.ep[1],
+            rx.as_mut_ptr().cast(),
+            8,
+            null_mut(),
+            ANY,
+            9,
+            0,
+            null_mut(),
+        );
+        assert_eq!(r, 0);
+    }
+    let sender = std::thread::spawn(move || {
+        let h = h;
+        std::thread::sleep(Duration::from_millis(150));
+        unsafe {
+            let tx = [5u8; 8];
+            let tagged = &*(*h.a).tagged;
+            assert_eq!(
+                tagged.inject.unwrap()(h.a, tx.as_ptr().cast(), 8, h.addr_b, 9),
+                0
+            );
+            // Keep A progressing until B has it (retransmission if needed).
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_millis(500) {
+                let _ = cq_read(h.cq_a, &mut []);
+            }
+        }
+    });
+    let t = Instant::now();
+    let mut e = [sys::fi_cq_tagged_entry::default(); 1];
+    // Blocks (spin, then ppoll on B's socket) until the message arrives.
+    let n = unsafe {
+        (*(*h.cq_b).ops).sread.unwrap()(h.cq_b, e.as_mut_ptr().cast(), 1, std::ptr::null(), 5000)
+    };
+    let waited = t.elapsed();
+    sender.join().expect("sender");
+    assert_eq!(n, 1, "sread");
+    assert_eq!(e[0].len, 8);
+    assert!(
+        waited >= Duration::from_millis(100),
+        "returned before the send: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(2000),
+        "woke late: {waited:?}"
+    );
+}
