@@ -431,16 +431,26 @@ unsafe extern "C" fn strerror(
     buf: *mut c_char,
     len: usize,
 ) -> *const c_char {
-    guard::guard(std::ptr::null(), || {
-        // SAFETY: fi_strerror returns a static string for any code.
-        let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
-        if !buf.is_null() && len > 0 && !s.is_null() {
-            // SAFETY: buf has len bytes; strncpy writes at most len-1 then we terminate.
-            unsafe {
-                libc::strncpy(buf, s, len - 1);
-                *buf.add(len - 1) = 0;
-            }
-        }
-        s
+    // SAFETY: buf is NULL or has len bytes (API contract).
+    guard::guard(std::ptr::null(), || unsafe {
+        strerror_into(prov_errno, buf, len)
     })
+}
+
+/// `fi_strerror(prov_errno)`, also copied into `buf` when one is given (the
+/// `strerror` entry of CQs and EQs).
+///
+/// # Safety
+/// `buf` is NULL or writable for `len` bytes.
+pub unsafe fn strerror_into(prov_errno: c_int, buf: *mut c_char, len: usize) -> *const c_char {
+    // SAFETY: fi_strerror returns a static string for any code.
+    let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
+    if !buf.is_null() && len > 0 && !s.is_null() {
+        // SAFETY: buf has len bytes; strncpy writes at most len-1 then we terminate.
+        unsafe {
+            libc::strncpy(buf, s, len - 1);
+            *buf.add(len - 1) = 0;
+        }
+    }
+    s
 }

@@ -127,10 +127,8 @@ pub unsafe extern "C" fn endpoint_open(
         };
         let max_datagram = iface::max_datagram(&nic);
         let lim = limits::for_datagram(max_datagram);
-        let paths = params::int_or("paths", 8, 1, 64) as usize;
-        let sockbuf = params::get_size("sockbuf").unwrap_or(16 << 20);
         let search = at.port() == default_port;
-        let socks = match crate::io::sock::open(at, search, paths, sockbuf) {
+        let socks = match crate::io::sock::open_configured(at, search) {
             Ok(s) => s,
             Err(e) => return e,
         };

@@ -6,7 +6,7 @@ use std::os::raw::{c_int, c_void};
 use crate::consts::*;
 use crate::ep::{self, with_state};
 use crate::getinfo::QUEUE_SIZE;
-use crate::{addr, guard, nosys, params, sys};
+use crate::{addr, guard, nosys, sys};
 
 /// The endpoint's `fi_ops_ep`.
 pub static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
@@ -150,9 +150,7 @@ unsafe extern "C" fn setname(fid: sys::fid_t, a: *mut c_void, len: usize) -> c_i
         if want == st.local {
             return 0;
         }
-        let paths = params::int_or("paths", 8, 1, 64) as usize;
-        let sockbuf = params::get_size("sockbuf").unwrap_or(16 << 20);
-        match crate::io::sock::open(want, false, paths, sockbuf) {
+        match crate::io::sock::open_configured(want, false) {
             Ok(s) => match st.set_local(s) {
                 Ok(()) => 0,
                 Err(e) => e as c_int,

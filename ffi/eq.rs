@@ -262,16 +262,8 @@ unsafe extern "C" fn strerror(
     buf: *mut c_char,
     len: usize,
 ) -> *const c_char {
-    guard::guard(std::ptr::null(), || {
-        // SAFETY: fi_strerror returns a static string for any code.
-        let s = unsafe { sys::fi_strerror(prov_errno.abs()) };
-        if !buf.is_null() && len > 0 && !s.is_null() {
-            // SAFETY: buf has len bytes.
-            unsafe {
-                libc::strncpy(buf, s, len - 1);
-                *buf.add(len - 1) = 0;
-            }
-        }
-        s
+    // SAFETY: buf is NULL or has len bytes (API contract).
+    guard::guard(std::ptr::null(), || unsafe {
+        crate::cq::strerror_into(prov_errno, buf, len)
     })
 }

@@ -92,6 +92,13 @@ fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAd
     Ok((owned, addr::from_c(&got)))
 }
 
+/// `open` with the path count and buffer size from `FI_SPRAY_PATHS` / `FI_SPRAY_SOCKBUF`.
+pub fn open_configured(at: SocketAddrV4, search: bool) -> Result<Sockets, i32> {
+    let paths = crate::params::int_or("paths", 8, 1, 64) as usize;
+    let sockbuf = crate::params::get_size("sockbuf").unwrap_or(16 << 20);
+    open(at, search, paths, sockbuf)
+}
+
 /// Open `paths` sockets at `at.ip()`: socket 0 on `at.port()` (0 = ephemeral;
 /// with `search`, the next free port after a taken one), the rest ephemeral.
 pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Result<Sockets, i32> {
