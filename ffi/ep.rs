@@ -3,6 +3,7 @@
 
 use std::net::SocketAddrV4;
 use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,9 +11,11 @@ use parking_lot::Mutex;
 use crate::consts::*;
 use crate::domain::{self, Domain};
 use crate::ep_state::{EpSetup, EpState};
+use crate::io::clock;
 use crate::obj::{self, FiObject};
 use crate::{
-    addr, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, guard, iface, limits, nosys, params, sys,
+    addr, assist, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, guard, iface, limits, nosys, params,
+    sys,
 };
 
 // CQs and counters of one thread may progress endpoints used by another.
@@ -25,15 +28,32 @@ const _: () = {
 pub struct EpCore {
     /// Everything, behind one lock (FI_THREAD_SAFE).
     pub state: Mutex<EpState>,
+    /// Last time (monotonic ns) the application called into this endpoint
+    /// (data calls, CQ / counter reads): the progress assist stays away until
+    /// it is `assist_idle_ns` old.
+    last_app_ns: AtomicU64,
+    /// See `assist::idle_ns` (0 = no assist for this endpoint).
+    pub assist_idle_ns: u64,
 }
 
 impl EpCore {
     /// Make progress (receive, timers, transmit, completions).
     pub fn progress(&self) {
+        self.touch();
         // Another thread progressing the same endpoint does our work too.
         if let Some(mut st) = self.state.try_lock() {
             st.progress();
         }
+    }
+    /// Note an application call.
+    pub fn touch(&self) {
+        if self.assist_idle_ns != 0 {
+            self.last_app_ns.store(clock::now_ns(), Ordering::Relaxed);
+        }
+    }
+    /// See `last_app_ns`.
+    pub fn last_app_ns(&self) -> u64 {
+        self.last_app_ns.load(Ordering::Relaxed)
     }
     /// Socket to sleep on.
     pub fn rx_fd(&self) -> Option<i32> {
@@ -78,7 +98,10 @@ pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> i
     guard::ssize(|| {
         // SAFETY: ep from the application; validated by get.
         match unsafe { get(ep) } {
-            Some(e) => f(&mut e.core.state.lock()),
+            Some(e) => {
+                e.core.touch();
+                f(&mut e.core.state.lock())
+            }
             None => err::EINVAL as isize,
         }
     })
@@ -147,6 +170,8 @@ pub unsafe extern "C" fn endpoint_open(
         };
         let core = Arc::new(EpCore {
             state: Mutex::new(EpState::new(setup, socks)),
+            last_app_ns: AtomicU64::new(clock::now_ns()),
+            assist_idle_ns: assist::idle_ns(),
         });
         let obj = Ep {
             fid: sys::fid_ep {
@@ -309,7 +334,11 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_voi
         let mut st = e.core.state.lock();
         match command as u32 {
             sys::FI_ENABLE => match st.enable() {
-                Ok(()) => 0,
+                Ok(()) => {
+                    drop(st);
+                    assist::register(&e.core);
+                    0
+                }
                 Err(e) => e as c_int,
             },
             sys::FI_GETOPSFLAG | sys::FI_SETOPSFLAG => {

@@ -10,6 +10,7 @@
 #![allow(clippy::manual_c_str_literals)]
 
 pub mod addr;
+pub mod assist;
 pub mod av;
 pub mod cntr;
 pub mod consts;

@@ -5,7 +5,7 @@ use std::sync::Once;
 
 use crate::consts::{SPRAY_MAX_API, SPRAY_PROV_VERSION};
 use crate::sys;
-use crate::{fabric, getinfo, guard, params};
+use crate::{assist, fabric, getinfo, guard, params};
 
 /// The one `struct fi_provider`: writable, because the core stores its own state in `context`.
 struct ProvCell(UnsafeCell<sys::fi_provider>);
@@ -38,7 +38,8 @@ pub const NAME: &str = "spray";
 pub const FABRIC_NAME: &str = "spray";
 
 extern "C" fn cleanup() {
-    guard::guard((), || {});
+    // libfabric unloads us next: no thread of ours may outlive this call.
+    guard::guard((), assist::shutdown);
 }
 
 /// Entry point libfabric calls after `dlopen`.

@@ -1,0 +1,119 @@
+//! Progress assist: one background thread drives endpoints the application has
+//! stopped calling for a while.
+//!
+//! spray reports FI_PROGRESS_MANUAL and normally moves data only inside the
+//! application's calls. But reliability lives in user space here: a lost packet
+//! is resent, and a received one acknowledged, only when someone runs the
+//! engine. An application that injects a message and then blocks elsewhere
+//! (fi_pingpong on its TCP control channel, an MPI rank computing) would strand
+//! a lost packet forever and its peer would hang. So when an endpoint has seen
+//! no application call for `FI_SPRAY_ASSIST_US` (default 1000 µs), this thread
+//! progresses it: it sleeps in ppoll on the idle endpoints' sockets, never past
+//! their next engine timer, and takes an endpoint's lock only with `try_lock`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+
+use crate::ep::EpCore;
+use crate::io::clock;
+use crate::{log, params};
+
+struct Assist {
+    eps: Mutex<Vec<Weak<EpCore>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    stop: AtomicBool,
+}
+
+static ASSIST: Lazy<Assist> = Lazy::new(|| Assist {
+    eps: Mutex::new(Vec::new()),
+    thread: Mutex::new(None),
+    stop: AtomicBool::new(false),
+});
+
+/// How long an endpoint may go without an application call before the assist
+/// thread steps in, ns (0 = never).
+pub fn idle_ns() -> u64 {
+    params::int_or("assist_us", 1000, 0, 60_000_000) as u64 * 1000
+}
+
+/// Watch `ep` (called when it is enabled); starts the thread on first use.
+pub fn register(ep: &Arc<EpCore>) {
+    if ep.assist_idle_ns == 0 {
+        return;
+    }
+    ASSIST.eps.lock().push(Arc::downgrade(ep));
+    let mut t = ASSIST.thread.lock();
+    if t.is_none() && !ASSIST.stop.load(Ordering::Acquire) {
+        match std::thread::Builder::new()
+            .name("spray-assist".into())
+            .spawn(run)
+        {
+            Ok(h) => *t = Some(h),
+            Err(e) => log::warn(&format!("cannot start the progress assist thread: {e}")),
+        }
+    }
+}
+
+/// Stop the thread (provider cleanup, before libfabric unloads us).
+pub fn shutdown() {
+    ASSIST.stop.store(true, Ordering::Release);
+    if let Some(h) = ASSIST.thread.lock().take() {
+        let _ = h.join();
+    }
+}
+
+fn run() {
+    /// Longest sleep: how soon an endpoint that just went idle is noticed.
+    const TICK_NS: u64 = 1_000_000;
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    while !ASSIST.stop.load(Ordering::Acquire) {
+        let eps: Vec<Arc<EpCore>> = {
+            let mut list = ASSIST.eps.lock();
+            list.retain(|w| w.strong_count() > 0);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        let now = clock::now_ns();
+        let mut limit = TICK_NS;
+        fds.clear();
+        for ep in &eps {
+            if now.saturating_sub(ep.last_app_ns()) < ep.assist_idle_ns {
+                continue;
+            }
+            let Some(mut st) = ep.state.try_lock() else {
+                continue;
+            };
+            st.progress();
+            if let Some(t) = st.next_timer_ns() {
+                limit = limit.min(t.saturating_sub(clock::now_ns()));
+            }
+            if let Some(fd) = st.rx_fd() {
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+        }
+        // Do not keep endpoints alive while sleeping.
+        drop(eps);
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: limit as libc::c_long,
+        };
+        // SAFETY: fds is a valid array of fds.len() pollfds (possibly empty);
+        // ts a valid timespec below one second. A descriptor closed meanwhile
+        // only makes ppoll report POLLNVAL.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+    }
+}
