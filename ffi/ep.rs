@@ -223,7 +223,6 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         // (CQ readers lock their endpoint list first, then an endpoint).
         let (cqs, cntrs, av, eq) = {
             let mut st = e.core.state.lock();
-            crate::log::info(&format!("closing {}", st.summary()));
             let mut cntrs: Vec<_> = st.other_cntrs.drain(..).collect();
             cntrs.extend(st.tx_cntr.take());
             cntrs.extend(st.rx_cntr.take());
@@ -243,6 +242,11 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         }
         if let Some(q) = eq {
             q.bound.dec();
+        }
+        {
+            let mut st = e.core.state.lock();
+            st.linger();
+            crate::log::info(&format!("closing {}", st.summary()));
         }
         // SAFETY: the domain outlives its endpoints (its refs count this one).
         unsafe { (*e.domain).refs.dec() };

@@ -383,6 +383,35 @@ impl EpState {
         op_result(rc)
     }
 
+    /// Before the endpoint goes away: keep answering until the peers have been
+    /// quiet for `FI_SPRAY_LINGER_MS` (default 10, at most 10 such periods).
+    /// The last ACK we sent may have been lost; a peer then resends its last
+    /// packet and waits for an ACK that a closed endpoint would never give (as
+    /// TCP's TIME_WAIT). Also gives our own last packets their retransmissions.
+    pub fn linger(&mut self) {
+        let quiet_ns = params::int_or("linger_ms", 10, 0, 10_000) as u64 * 1_000_000;
+        let Some(run) = &self.run else { return };
+        if quiet_ns == 0 || run.io.stats.rx_packets == 0 {
+            return;
+        }
+        let start = clock::now_ns();
+        let (mut last_rx, mut seen) = (start, run.io.stats.rx_packets);
+        loop {
+            self.progress();
+            let Some(run) = &self.run else { return };
+            let now = clock::now_ns();
+            if run.io.stats.rx_packets != seen {
+                (last_rx, seen) = (now, run.io.stats.rx_packets);
+            }
+            if now - last_rx >= quiet_ns || now - start >= 10 * quiet_ns {
+                return;
+            }
+            let mut pfd = libc::pollfd { fd: run.io.rx_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd; sleeps at most 1 ms.
+            unsafe { libc::poll(&mut pfd, 1, 1) };
+        }
+    }
+
     /// `fi_cancel`: true if an operation with `context` was found.
     pub fn cancel(&mut self, context: u64) -> bool {
         let Some(run) = &mut self.run else {

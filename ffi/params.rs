@@ -32,6 +32,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 65536)"),
     ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),
     ("rx_batch", Kind::Int, "Datagrams taken per recvmmsg/sendmmsg call (default 32)"),
+    ("linger_ms", Kind::Int, "On close, keep answering peers until they were quiet this long (lost last ACKs), ms (default 10; 0 = close at once)"),
     ("assist_us", Kind::Int, "Progress an endpoint from a helper thread once the application has not called it for this long (retransmissions, ACKs), us (default 1000; 0 = never)"),
 ];
 
