@@ -113,6 +113,11 @@ impl<N: Node> Sim<N> {
         self.links.entry((a, b)).or_insert_with(|| d.iter().cloned().map(Link::new).collect())
     }
 
+    /// Arrival time of the next packet in the network.
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.queue.peek().map(|p| p.at)
+    }
+
     /// Packets in the network.
     pub fn in_network(&self) -> usize {
         self.queue.len()

@@ -348,6 +348,27 @@ impl Srd {
         self.peers.get(peer.0 as usize).map_or(0, |p| p.cc.window())
     }
 
+    /// A one-line dump of `peer`'s internal state, for debugging tests.
+    pub fn debug_peer(&self, peer: PeerId) -> String {
+        use cc::Controller;
+        let Some(p) = self.peers.get(peer.0 as usize) else { return String::new() };
+        format!(
+            "una {} next_send {} next_psn {} inflight {}B/{}p retx {} win {} rate {:?} tokens {} timers {:?} srtt {} rto {}",
+            p.tx.una,
+            p.tx.next_send,
+            p.tx.next_psn,
+            p.tx.bytes_in_flight,
+            p.tx.pkts_in_flight,
+            p.tx.retx.len(),
+            p.cc.window(),
+            p.cc.pacing_rate(),
+            p.pacing_tokens,
+            p.timers,
+            p.srtt_ns,
+            p.rto_ns(&self.p)
+        )
+    }
+
     /// Most datagrams queued + outstanding per peer before `send` blocks.
     fn queue_limit(&self, p: &Peer) -> u32 {
         use cc::Controller;

@@ -42,17 +42,25 @@ impl Peer {
 
     /// Refill pacing tokens; returns the release time if new data must wait.
     fn paced_until(&mut self, now: Instant, mss: u64) -> Option<Instant> {
-        let rate = self.cc.pacing_rate()?;
-        let elapsed = now.saturating_since(self.pacing_at).as_nanos() as u64;
-        self.pacing_at = now;
+        let rate = self.cc.pacing_rate()?.max(1);
         let burst = (16 * mss).max(rate / 10_000) as i64; // 16 packets or 100 µs
-        let add = (u128::from(elapsed) * u128::from(rate) / 1_000_000_000).min(burst as u128) as i64;
-        self.pacing_tokens = (self.pacing_tokens + add).min(burst);
+        let elapsed = u128::from(now.saturating_since(self.pacing_at).as_nanos() as u64);
+        let add = elapsed * u128::from(rate) / 1_000_000_000;
+        if self.pacing_tokens as i128 + add as i128 >= burst as i128 {
+            self.pacing_tokens = burst;
+            self.pacing_at = now;
+        } else {
+            // Advance the clock only by the time the added tokens stand for,
+            // so fractions of a byte carry over instead of being lost.
+            self.pacing_tokens += add as i64;
+            let used = (add * 1_000_000_000 / u128::from(rate)) as u64;
+            self.pacing_at = self.pacing_at + Duration::from_nanos(used);
+        }
         if self.pacing_tokens >= 0 {
             return None;
         }
-        let wait = (-self.pacing_tokens) as u128 * 1_000_000_000 / u128::from(rate.max(1));
-        Some(now + Duration::from_nanos(wait.max(1) as u64))
+        let wait = (-self.pacing_tokens) as u128 * 1_000_000_000 / u128::from(rate) + 1;
+        Some(now + Duration::from_nanos(wait as u64))
     }
 
     /// The next packet for this peer, written into `buf`.
