@@ -54,6 +54,7 @@ impl Peer {
             self.tx.last_progress = now;
             self.rto_base = now;
             self.tx.rto_backoff = 0;
+            self.tlp_fired = false;
             self.tx.advance_una();
             let mut s = AckSample {
                 acked_bytes,
@@ -162,7 +163,7 @@ impl Peer {
                 }
                 if lost {
                     self.paths.paths[pi].outstanding.pop_front();
-                    self.mark_lost(ctx, now, psn);
+                    self.mark_lost(ctx, now, psn, true);
                     continue;
                 }
                 if let Some(d) = deadline {
@@ -177,7 +178,9 @@ impl Peer {
         }
     }
 
-    fn mark_lost(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32) {
+    /// Queue `psn` for retransmission; `confirmed` = evidence of loss (not a
+    /// probe), which counts against its path's health.
+    fn mark_lost(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, confirmed: bool) {
         let rtt = self.rtt_ns();
         let slot = self.tx.slot_mut(psn);
         slot.state = SlotState::Lost;
@@ -186,12 +189,31 @@ impl Peer {
         self.tx.bytes_in_flight -= len;
         self.tx.pkts_in_flight -= 1;
         self.tx.retx.push_back(psn);
+        if !confirmed {
+            return;
+        }
         self.paths.paths[path].on_lost(now, rtt);
         self.cc.on_loss(now, len);
         ctx.stats.lost += 1;
         if let Some(c) = ctx.stats.path_lost.get_mut(path) {
             *c += 1;
         }
+    }
+
+    /// The tail-loss probe fired: resend the newest packet in flight (on
+    /// another path, asking for an immediate ack).
+    pub fn on_tlp(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        self.tlp_fired = true;
+        let mut psn = self.tx.next_send;
+        while psn != self.tx.una {
+            psn = psn.wrapping_sub(1);
+            if self.tx.slot(psn).state == SlotState::InFlight {
+                ctx.stats.tail_probes += 1;
+                self.mark_lost(ctx, now, psn, false);
+                break;
+            }
+        }
+        self.update_timers(ctx.p);
     }
 
     /// The retransmission timer fired: everything in flight for longer than
@@ -204,7 +226,7 @@ impl Peer {
         while psn != self.tx.next_send {
             let s = self.tx.slot(psn);
             if s.state == SlotState::InFlight && s.sent + rto <= now {
-                self.mark_lost(ctx, now, psn);
+                self.mark_lost(ctx, now, psn, true);
                 any = true;
             }
             psn = psn.wrapping_add(1);

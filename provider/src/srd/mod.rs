@@ -56,6 +56,8 @@ pub struct SrdStats {
     pub retransmits: u64,
     /// Packets declared lost (per-path ordering, overdue, or RTO).
     pub lost: u64,
+    /// Tail-loss probes sent.
+    pub tail_probes: u64,
     /// Retransmission-timer expiries.
     pub timeouts: u64,
     /// Lost-declared packets later acked (the loss was spurious).
@@ -272,6 +274,10 @@ impl Srd {
             if peer.timers.due(Timer::Loss, now) {
                 peer.timers.stop(Timer::Loss);
                 peer.detect_losses(&mut ctx, now);
+            }
+            if peer.timers.due(Timer::Tlp, now) {
+                peer.timers.stop(Timer::Tlp);
+                peer.on_tlp(&mut ctx, now);
             }
             if peer.timers.due(Timer::Rto, now) {
                 peer.on_rto(&mut ctx, now);

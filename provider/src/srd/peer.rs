@@ -77,6 +77,10 @@ pub struct Peer {
     pub largest_acked_sent: Instant,
     /// Retransmission timer reference: last progress or idle→busy send.
     pub rto_base: Instant,
+    /// When the latest DATA packet left.
+    pub last_data_sent: Instant,
+    /// The tail-loss probe fired since the last progress.
+    pub tlp_fired: bool,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -105,6 +109,8 @@ impl Peer {
             rttvar_ns: 0,
             largest_acked_sent: Instant::ZERO,
             rto_base: Instant::ZERO,
+            last_data_sent: Instant::ZERO,
+            tlp_fired: false,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
@@ -146,10 +152,20 @@ impl Peer {
     /// Re-arm the RTO and unreachable timers from the current state.
     pub fn update_timers(&mut self, p: &Params) {
         if self.tx.pkts_in_flight > 0 {
-            let at = self.rto_base + core::time::Duration::from_nanos(self.rto_ns(p));
-            self.timers.set(Timer::Rto, at);
+            let rto_at = self.rto_base + core::time::Duration::from_nanos(self.rto_ns(p));
+            self.timers.set(Timer::Rto, rto_at);
+            // Tail-loss probe: far sooner than the RTO when the RTT is known,
+            // so a lost last packet (e.g. in a ping-pong) costs ~2 RTTs.
+            let pto = 2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns;
+            let tlp_at = self.last_data_sent + core::time::Duration::from_nanos(pto);
+            if self.srtt_ns > 0 && !self.tlp_fired && tlp_at < rto_at {
+                self.timers.set(Timer::Tlp, tlp_at);
+            } else {
+                self.timers.stop(Timer::Tlp);
+            }
         } else {
             self.timers.stop(Timer::Rto);
+            self.timers.stop(Timer::Tlp);
             self.tx.rto_backoff = 0;
         }
         if self.tx.busy() && !self.tx.idle_until_poll {
@@ -184,6 +200,7 @@ impl Peer {
         self.tx.rto_backoff = 0;
         self.paths.reset_ordering();
         self.timers.stop(Timer::Rto);
+        self.timers.stop(Timer::Tlp);
         self.timers.stop(Timer::Loss);
         self.timers.stop(Timer::Unreachable);
         self.timers.stop(Timer::Pacing);

@@ -172,6 +172,7 @@ impl Peer {
         if idle {
             self.rto_base = now;
         }
+        self.last_data_sent = now;
         self.tx.bytes_in_flight += len as u64;
         self.tx.pkts_in_flight += 1;
         self.pacing_tokens -= len as i64;
