@@ -115,11 +115,18 @@ impl Peer {
             // Acked sooner than the resent copy could have travelled.
             ctx.stats.spurious_retransmits += 1;
         }
-        if psn == ack.recent && sends == 1 {
+        if sends == 1 && was == SlotState::InFlight {
+            // `delay_us` is exact for `recent` only; every other packet of this
+            // ack arrived earlier and waited at least as long, so the same
+            // subtraction gives an upper bound of its RTT: good enough to rank
+            // paths (each path needs samples, and `recent` is rarely on a slow
+            // one), while the peer-wide RTT behind the timers takes exact ones.
             let delay = u64::from(ack.delay_us) * 1000;
             let sample = elapsed.saturating_sub(delay).max(1);
             p.on_rtt(sample);
-            self.on_rtt(sample);
+            if psn == ack.recent {
+                self.on_rtt(sample);
+            }
         }
         ctx.stats.acked += 1;
         ctx.events.push_back(DgramEvent::Acked { peer: self.id, token });
@@ -226,6 +233,7 @@ impl Peer {
         while psn != self.tx.next_send {
             let s = self.tx.slot(psn);
             if s.state == SlotState::InFlight && s.sent + rto <= now {
+                ctx.stats.rto_lost += 1;
                 self.mark_lost(ctx, now, psn, true);
                 any = true;
             }

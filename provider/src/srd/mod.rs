@@ -56,6 +56,8 @@ pub struct SrdStats {
     pub retransmits: u64,
     /// Packets declared lost (per-path ordering, overdue, or RTO).
     pub lost: u64,
+    /// Packets declared lost by the retransmission timer (the last resort).
+    pub rto_lost: u64,
     /// Tail-loss probes sent.
     pub tail_probes: u64,
     /// Retransmission-timer expiries.

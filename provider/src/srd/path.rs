@@ -15,9 +15,9 @@ pub const INITIAL_RTT: Duration = Duration::from_millis(1);
 pub enum Health {
     /// Carrying traffic normally.
     Good,
-    /// Recent losses: still used, watched.
+    /// One recent loss: one packet at a time until an ack comes back.
     Suspect,
-    /// Lost several in a row: skipped, probed now and then.
+    /// Lost two in a row: skipped, probed now and then.
     Bad,
 }
 
@@ -47,6 +47,8 @@ pub struct Path {
     pub probe_backoff: u32,
     /// A probe is outstanding on this (bad) path.
     pub probing: bool,
+    /// While `Suspect`: `next_seq` when it became suspect (one more packet allowed).
+    pub suspect_seq: u64,
     /// Picker: visits to skip before this slow path gets a packet again.
     pub skip: u32,
     /// Packets sent on this path.
@@ -70,6 +72,7 @@ impl Path {
             probe_at: Instant::ZERO,
             probe_backoff: 0,
             probing: false,
+            suspect_seq: 0,
             skip: 0,
             sent: 0,
             lost: 0,
@@ -125,12 +128,14 @@ impl Path {
                 self.probe_backoff = (self.probe_backoff + 1).min(6);
                 self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
             }
-        } else if self.loss_streak >= 3 {
+        } else if self.loss_streak >= 2 {
             self.health = Health::Bad;
             self.probing = false;
             self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * 4);
         } else {
+            // One loss: carry a single packet until something is acked here.
             self.health = Health::Suspect;
+            self.suspect_seq = self.next_seq;
         }
     }
 }
@@ -206,7 +211,7 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if p.health == Health::Bad {
+            if p.health == Health::Bad || (p.health == Health::Suspect && p.next_seq > p.suspect_seq) {
                 continue;
             }
             if p.skip > 0 {
