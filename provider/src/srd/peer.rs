@@ -207,14 +207,19 @@ impl Peer {
     }
 
     /// The peer restarted with epoch `epoch`: fail what we sent to the old
-    /// incarnation, start both directions afresh at PSN 0.
+    /// incarnation and forget what we received from it.
+    ///
+    /// Receive side: the new incarnation numbers from PSN 0, so the window
+    /// restarts at 0. Send side: our PSNs go ON from where they were (not
+    /// back to 0): packets we sent before we knew any epoch of the peer carry
+    /// `dst_epoch = 0` and may already have reached the new incarnation; had
+    /// we restarted at 0, our new packets would collide with them there and
+    /// be dropped as duplicates yet acked. Continuing, with `psn_floor` =
+    /// the new `una`, makes the receiver skip past them instead.
     pub fn restart(&mut self, ctx: &mut Ctx<'_>, epoch: u32) {
         ctx.stats.peer_restarts += 1;
         ctx.events.push_back(DgramEvent::PeerRestarted { peer: self.id });
         self.fail_all(ctx, FailReason::PeerRestarted);
-        self.tx.una = 0;
-        self.tx.next_send = 0;
-        self.tx.next_psn = 0;
         self.tx.credit_limit = None;
         self.rx = Rx::new();
         self.timers.stop(Timer::Ack);
