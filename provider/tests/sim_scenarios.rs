@@ -143,3 +143,40 @@ fn slow_path_gets_less_traffic() {
     assert!(share < 0.125, "slow path carried {share:.3} of the traffic");
     assert!(ratio <= 1.2, "completion {ratio:.3}x the 7-path ideal");
 }
+
+#[test]
+fn loopback_like_jumbo_datagrams_are_not_throttled() {
+    // Loopback-like: 64 KiB datagrams, tiny delay, one shared 3 GB/s pipe
+    // into the receiver (modelled as its bottleneck), 8 paths.
+    let rate = 3_000_000_000u64;
+    let paths = 8u8;
+    let mut c0 = config(0, paths, 10);
+    let mut c1 = config(1, paths, 20);
+    c0.max_datagram = 65000;
+    c1.max_datagram = 65000;
+    let nodes = vec![SrdNode::new(&c0), SrdNode::new(&c1)];
+    let mut sim = Sim::new(5, nodes, vec![LinkSpec::ideal(Duration::from_micros(5)); usize::from(paths)]);
+    let mut b = LinkSpec::ideal(Duration::ZERO);
+    b.bandwidth = rate;
+    b.buffer = 4 << 20;
+    sim.bottleneck[1] = Some(spray::sim::Link::new(b));
+    let n = 600u64;
+    let size = 64000;
+    for t in 0..n {
+        sim.nodes[0].push(addr(1), t, payload(t, size));
+    }
+    let ok = sim.run_until(Instant::from_nanos(1_000_000_000), |s| s.nodes[0].acked().count() as u64 == n);
+    assert!(ok);
+    let last = sim.nodes[1].arrived.iter().map(|a| a.at).max().unwrap_or(Instant::ZERO);
+    let gbps = (n * size as u64) as f64 / (last.as_nanos() as f64);
+    let st = sim.nodes[0].srd.stats();
+    println!(
+        "loopback-like: {:.2} GB/s of {:.2}, retx {}, window {} B, overflow drops {}",
+        gbps,
+        rate as f64 / 1e9,
+        st.retransmits,
+        sim.nodes[0].srd.window(spray::PeerId(0)),
+        sim.bottleneck[1].as_ref().map_or(0, |l| l.stats.overflow)
+    );
+    assert!(gbps >= 0.8 * rate as f64 / 1e9, "throttled to {gbps:.2} GB/s");
+}

@@ -87,7 +87,7 @@ impl Peer {
             return;
         }
         slot.state = SlotState::Free;
-        let len = slot.buf.len() as u64;
+        let len = slot.len as u64;
         let (sent, path, pseq, sends, token) = (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
         let (d0, t0) = (slot.delivered, slot.delivered_at);
         let buf = core::mem::take(&mut slot.buf);
@@ -191,7 +191,7 @@ impl Peer {
         let rtt = self.rtt_ns();
         let slot = self.tx.slot_mut(psn);
         slot.state = SlotState::Lost;
-        let len = slot.buf.len() as u64;
+        let len = slot.len as u64;
         let path = usize::from(slot.path);
         self.tx.bytes_in_flight -= len;
         self.tx.pkts_in_flight -= 1;

@@ -356,6 +356,11 @@ impl Srd {
         self.peers.get(peer.0 as usize).map_or(0, |p| p.cc.window())
     }
 
+    /// Payload buffers the pool ever allocated (flat in steady state).
+    pub fn pool_allocated(&self) -> u64 {
+        self.pool.allocated
+    }
+
     /// A one-line dump of `peer`'s internal state, for debugging tests.
     pub fn debug_peer(&self, peer: PeerId) -> String {
         use cc::Controller;
@@ -412,8 +417,8 @@ impl Datagrams for Srd {
         if p.tx.outstanding() >= self.queue_limit(p) {
             return Err(SendError::WouldBlock);
         }
-        let mut buf = self.pool.take(len);
-        fill(&mut buf);
+        let mut buf = self.pool.take();
+        fill(&mut buf[..len]);
         let peer = &mut self.peers[i];
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
@@ -426,6 +431,7 @@ impl Datagrams for Srd {
         slot.state = SlotState::Queued;
         slot.token = token;
         slot.buf = buf;
+        slot.len = len;
         slot.sends = 0;
         peer.tx.next_psn = psn.wrapping_add(1);
         Ok(())

@@ -89,7 +89,7 @@ impl Peer {
             return Some(self.send_data(ctx, now, psn, path, flags::RETRANSMIT | flags::ACK_NOW, buf));
         }
         if self.tx.next_send != self.tx.next_psn {
-            let len = self.tx.slot(self.tx.next_send).buf.len() as u64;
+            let len = self.tx.slot(self.tx.next_send).len as u64;
             let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
             let credit_ok = self.tx.credit_limit.map_or(true, |lim| {
                 (lim.wrapping_sub(self.tx.next_send) as i32) > 0 || self.tx.pkts_in_flight == 0
@@ -160,13 +160,13 @@ impl Peer {
         slot.sends += 1;
         slot.delivered = delivered;
         slot.delivered_at = delivered_at;
-        let len = slot.buf.len();
+        let len = slot.len;
         h.payload_len = len as u16;
         // `buf` holds at least max_datagram bytes and len <= max_payload.
         let total = HEADER_LEN + len;
         if h.emit(buf).is_ok() {
             if let Some(dst) = buf.get_mut(HEADER_LEN..total) {
-                dst.copy_from_slice(&slot.buf);
+                dst.copy_from_slice(&slot.buf[..len]);
             }
         }
         if idle {

@@ -28,8 +28,10 @@ pub struct Slot {
     pub state: SlotState,
     /// The caller's token.
     pub token: u64,
-    /// Payload (a pool buffer).
+    /// Payload buffer (from the pool, full capacity; the payload is `buf[..len]`).
     pub buf: Vec<u8>,
+    /// Payload length, bytes.
+    pub len: usize,
     /// When the latest transmission left.
     pub sent: Instant,
     /// Path of the latest transmission.
@@ -44,12 +46,16 @@ pub struct Slot {
     pub delivered_at: Instant,
 }
 
+/// What a slot not yet allocated reads as.
+static EMPTY: Slot = Slot::empty();
+
 impl Slot {
-    fn empty() -> Self {
+    const fn empty() -> Self {
         Slot {
             state: SlotState::Free,
             token: 0,
             buf: Vec::new(),
+            len: 0,
             sent: Instant::ZERO,
             path: 0,
             pseq: 0,
@@ -97,7 +103,8 @@ impl Tx {
             una: 0,
             next_send: 0,
             next_psn: 0,
-            slots: (0..WINDOW).map(|_| Slot::empty()).collect(),
+            // Grown on first use, so an idle (or bogus) peer costs little.
+            slots: Vec::new(),
             retx: VecDeque::new(),
             bytes_in_flight: 0,
             pkts_in_flight: 0,
@@ -112,11 +119,15 @@ impl Tx {
 
     /// Slot of `psn`.
     pub fn slot(&self, psn: u32) -> &Slot {
-        &self.slots[(psn % WINDOW) as usize]
+        self.slots.get((psn % WINDOW) as usize).unwrap_or(&EMPTY)
     }
-    /// Mutable slot of `psn`.
+    /// Mutable slot of `psn` (allocating the ring up to it).
     pub fn slot_mut(&mut self, psn: u32) -> &mut Slot {
-        &mut self.slots[(psn % WINDOW) as usize]
+        let i = (psn % WINDOW) as usize;
+        while self.slots.len() <= i {
+            self.slots.push(Slot::empty());
+        }
+        &mut self.slots[i]
     }
 
     /// Datagrams queued or outstanding.
