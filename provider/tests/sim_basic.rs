@@ -8,7 +8,10 @@ use spray::sim::{addr, LinkSpec, Sim, SrdNode};
 use spray::time::Instant;
 
 fn pair(seed: u64, paths: u8, spec: LinkSpec) -> Sim<SrdNode> {
-    let nodes = vec![SrdNode::new(&config(0, paths, 10)), SrdNode::new(&config(1, paths, 20))];
+    let nodes = vec![
+        SrdNode::new(&config(0, paths, 10)),
+        SrdNode::new(&config(1, paths, 20)),
+    ];
     Sim::new(seed, nodes, vec![spec; usize::from(paths)])
 }
 
@@ -60,7 +63,12 @@ fn ping_pong_one_packet_each_way() {
     assert_eq!(a.tx_data, rounds);
     assert_eq!(b.tx_data, rounds);
     // Only the very last message may need a pure ack (no reply carries it).
-    assert!(a.tx_acks <= 1 && b.tx_acks <= 1, "pure acks: {} {}", a.tx_acks, b.tx_acks);
+    assert!(
+        a.tx_acks <= 1 && b.tx_acks <= 1,
+        "pure acks: {} {}",
+        a.tx_acks,
+        b.tx_acks
+    );
 }
 
 #[test]
@@ -77,7 +85,11 @@ fn repairs_random_loss() {
         let ok = sim.run_until(secs(2.0), |s| s.nodes[0].acked().count() as u64 == n);
         let o = check_pair(&sim, 0, 1, n).unwrap();
         let st = sim.nodes[0].srd.stats().clone();
-        println!("seed {seed}: {o:?} t={:?} {st:?} {:?}", sim.now, sim.nodes[1].srd.stats());
+        println!(
+            "seed {seed}: {o:?} t={:?} {st:?} {:?}",
+            sim.now,
+            sim.nodes[1].srd.stats()
+        );
         assert!(ok, "seed {seed}: not done: {o:?} {st:?}");
     }
 }

@@ -17,7 +17,11 @@ fn scenario(seed: u64) -> Result<String, String> {
     let spec = LinkSpec {
         delay: Duration::from_micros(5 + r.below(200)),
         jitter: Duration::from_micros(r.below(100)),
-        bandwidth: if r.chance(0.5) { 0 } else { 100_000_000 + r.below(2_000_000_000) },
+        bandwidth: if r.chance(0.5) {
+            0
+        } else {
+            100_000_000 + r.below(2_000_000_000)
+        },
         buffer: 0,
         loss: r.unit() * 0.2,
         dup: if r.chance(0.3) { r.unit() * 0.05 } else { 0.0 },
@@ -46,10 +50,15 @@ fn scenario(seed: u64) -> Result<String, String> {
         sim.nodes[1].push(addr(0), t, payload(t, 8 + r.below(max as u64 - 7) as usize));
     }
     let done = |s: &Sim<SrdNode>| {
-        let settled = |i: usize, n: u64| s.nodes[i].acked().count() as u64 + s.nodes[i].failed().count() as u64 == n;
+        let settled = |i: usize, n: u64| {
+            s.nodes[i].acked().count() as u64 + s.nodes[i].failed().count() as u64 == n
+        };
         settled(0, n0) && settled(1, n1)
     };
-    let limit_ms = std::env::var("SPRAY_LIMIT_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000u64);
+    let limit_ms = std::env::var("SPRAY_LIMIT_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000u64);
     let limit = Instant::from_nanos(limit_ms * 1_000_000);
     if std::env::var("SPRAY_VERBOSE").is_ok() {
         eprintln!("paths {paths} {spec:?} n {n0}/{n1} max {max}");
@@ -58,7 +67,12 @@ fn scenario(seed: u64) -> Result<String, String> {
     let o0 = check_pair(&sim, 0, 1, n0)?;
     let o1 = check_pair(&sim, 1, 0, n1)?;
     if std::env::var("SPRAY_VERBOSE").is_ok() {
-        eprintln!("now {:?} a {:?}\nb {:?}", sim.now, sim.nodes[0].srd.stats(), sim.nodes[1].srd.stats());
+        eprintln!(
+            "now {:?} a {:?}\nb {:?}",
+            sim.now,
+            sim.nodes[0].srd.stats(),
+            sim.nodes[1].srd.stats()
+        );
     }
     if !finished {
         return Err(format!("did not settle by {:?}: {o0:?} {o1:?}", sim.now));
@@ -71,7 +85,11 @@ fn scenario(seed: u64) -> Result<String, String> {
         if n > 0 {
             let p = PeerId(0);
             if srd.outstanding(p) != 0 || srd.bytes_in_flight(p) != 0 {
-                return Err(format!("host {i}: outstanding {} inflight {}", srd.outstanding(p), srd.bytes_in_flight(p)));
+                return Err(format!(
+                    "host {i}: outstanding {} inflight {}",
+                    srd.outstanding(p),
+                    srd.bytes_in_flight(p)
+                ));
             }
         }
     }
@@ -85,7 +103,10 @@ fn scenario(seed: u64) -> Result<String, String> {
 
 /// Run `count` seeds from `first` (plus `SPRAY_SEED` if set, to replay).
 fn run_seeds(first: u64, count: u64) {
-    let base = std::env::var("SPRAY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(first);
+    let base = std::env::var("SPRAY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(first);
     let verbose = std::env::var("SPRAY_VERBOSE").is_ok();
     for seed in base..base + count {
         let t0 = std::time::Instant::now();

@@ -29,19 +29,34 @@ struct Run {
 /// network first. Panics (with the seed) if anything is lost or duplicated.
 fn transfer(seed: u64, specs: Vec<LinkSpec>, n: u64, setup: impl FnOnce(&mut Sim<SrdNode>)) -> Run {
     let paths = specs.len() as u8;
-    let nodes = vec![SrdNode::new(&config(0, paths, 10)), SrdNode::new(&config(1, paths, 20))];
+    let nodes = vec![
+        SrdNode::new(&config(0, paths, 10)),
+        SrdNode::new(&config(1, paths, 20)),
+    ];
     let mut sim = Sim::new(seed, nodes, specs);
     setup(&mut sim);
     for t in 0..n {
         sim.nodes[0].push(addr(1), t, payload(t, SIZE));
     }
-    let ok = sim.run_until(Instant::from_nanos(10_000_000_000), |s| s.nodes[0].acked().count() as u64 == n);
+    let ok = sim.run_until(Instant::from_nanos(10_000_000_000), |s| {
+        s.nodes[0].acked().count() as u64 == n
+    });
     let o = check_pair(&sim, 0, 1, n).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     assert!(ok && o.acked == n && o.failed == 0, "seed {seed}: {o:?}");
     // Completion = when the last datagram arrived at the receiver.
-    let last = sim.nodes[1].arrived.iter().map(|a| a.at).max().unwrap_or(Instant::ZERO);
+    let last = sim.nodes[1]
+        .arrived
+        .iter()
+        .map(|a| a.at)
+        .max()
+        .unwrap_or(Instant::ZERO);
     let secs = last.as_nanos() as f64 / 1e9;
-    Run { secs, tx: sim.nodes[0].srd.stats().clone(), rx: sim.nodes[1].srd.stats().clone(), sim }
+    Run {
+        secs,
+        tx: sim.nodes[0].srd.stats().clone(),
+        rx: sim.nodes[1].srd.stats().clone(),
+        sim,
+    }
 }
 
 const GBIT: u64 = 125_000_000;
@@ -72,8 +87,14 @@ fn eight_paths_one_percent_loss() {
         worst_goodput = worst_goodput.min(goodput);
         worst_repair = worst_repair.min(repaired_fast);
     }
-    assert!(worst_goodput >= 0.9, "goodput {worst_goodput:.3} of lossless");
-    assert!(worst_repair >= 0.99, "only {worst_repair:.3} of losses repaired without RTO");
+    assert!(
+        worst_goodput >= 0.9,
+        "goodput {worst_goodput:.3} of lossless"
+    );
+    assert!(
+        worst_repair >= 0.99,
+        "only {worst_repair:.3} of losses repaired without RTO"
+    );
 }
 
 #[test]
@@ -105,7 +126,11 @@ fn blackholed_path_is_routed_around() {
     let seven = transfer(3, vec![path(GBIT, 10); 7], n, |_| {});
     let t_bh = Instant::from_nanos((seven.secs * 1e9 / 3.0) as u64);
     let r = transfer(3, vec![path(GBIT, 10); 8], n, |sim| {
-        let ev = Event { from: t_bh, until: Instant::from_nanos(u64::MAX), kind: EventKind::Blackhole };
+        let ev = Event {
+            from: t_bh,
+            until: Instant::from_nanos(u64::MAX),
+            kind: EventKind::Blackhole,
+        };
         sim.paths_mut(0, 1)[3].schedule.push(ev);
     });
     let link = &r.sim.links[&(0, 1)][3];
@@ -121,7 +146,11 @@ fn blackholed_path_is_routed_around() {
     );
     assert!(ratio <= 1.2, "completion {ratio:.3}x the 7-path ideal");
     // Leaving within ~3 RTTs: at ~1/8 of 1 GB/s... a few RTTs of its share, plus probes.
-    assert!(link.stats.blackholed <= 40, "{} packets sent into the hole", link.stats.blackholed);
+    assert!(
+        link.stats.blackholed <= 40,
+        "{} packets sent into the hole",
+        link.stats.blackholed
+    );
 }
 
 #[test]
@@ -132,7 +161,10 @@ fn slow_path_gets_less_traffic() {
     specs[5].delay = Duration::from_micros(300); // RTT far above the others, even under load
     let r = transfer(4, specs, n, |_| {});
     let share = r.tx.path_sent[5] as f64 / r.tx.tx_data as f64;
-    println!("path srtt ns: {:?}", r.sim.nodes[0].srd.path_srtt(spray::PeerId(0)));
+    println!(
+        "path srtt ns: {:?}",
+        r.sim.nodes[0].srd.path_srtt(spray::PeerId(0))
+    );
     let ratio = r.secs / seven.secs;
     println!(
         "slow path: 7-path {:.3} ms, 8 with one far slower {:.3} ms ({ratio:.3}x), slow path share {share:.3}, retx {}",
@@ -155,7 +187,11 @@ fn loopback_like_jumbo_datagrams_are_not_throttled() {
     c0.max_datagram = 65000;
     c1.max_datagram = 65000;
     let nodes = vec![SrdNode::new(&c0), SrdNode::new(&c1)];
-    let mut sim = Sim::new(5, nodes, vec![LinkSpec::ideal(Duration::from_micros(5)); usize::from(paths)]);
+    let mut sim = Sim::new(
+        5,
+        nodes,
+        vec![LinkSpec::ideal(Duration::from_micros(5)); usize::from(paths)],
+    );
     let mut b = LinkSpec::ideal(Duration::ZERO);
     b.bandwidth = rate;
     b.buffer = 4 << 20;
@@ -165,9 +201,16 @@ fn loopback_like_jumbo_datagrams_are_not_throttled() {
     for t in 0..n {
         sim.nodes[0].push(addr(1), t, payload(t, size));
     }
-    let ok = sim.run_until(Instant::from_nanos(1_000_000_000), |s| s.nodes[0].acked().count() as u64 == n);
+    let ok = sim.run_until(Instant::from_nanos(1_000_000_000), |s| {
+        s.nodes[0].acked().count() as u64 == n
+    });
     assert!(ok);
-    let last = sim.nodes[1].arrived.iter().map(|a| a.at).max().unwrap_or(Instant::ZERO);
+    let last = sim.nodes[1]
+        .arrived
+        .iter()
+        .map(|a| a.at)
+        .max()
+        .unwrap_or(Instant::ZERO);
     let gbps = (n * size as u64) as f64 / (last.as_nanos() as f64);
     let st = sim.nodes[0].srd.stats();
     println!(
@@ -178,5 +221,8 @@ fn loopback_like_jumbo_datagrams_are_not_throttled() {
         sim.nodes[0].srd.window(spray::PeerId(0)),
         sim.bottleneck[1].as_ref().map_or(0, |l| l.stats.overflow)
     );
-    assert!(gbps >= 0.8 * rate as f64 / 1e9, "throttled to {gbps:.2} GB/s");
+    assert!(
+        gbps >= 0.8 * rate as f64 / 1e9,
+        "throttled to {gbps:.2} GB/s"
+    );
 }

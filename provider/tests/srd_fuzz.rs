@@ -31,7 +31,8 @@ fn hostile_input_never_panics() {
         let t = Instant::from_nanos(now);
         while a.can_send(pb) && token < 5_000 {
             let len = 1 + rng.below(a.max_payload() as u64) as usize;
-            a.send(pb, token, len, &mut |x| x.fill(token as u8)).unwrap();
+            a.send(pb, token, len, &mut |x| x.fill(token as u8))
+                .unwrap();
             token += 1;
         }
         while let Some(tx) = a.poll_transmit(t, &mut buf) {

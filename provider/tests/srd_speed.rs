@@ -25,7 +25,14 @@ fn pair(max_datagram: usize) -> (Srd, Srd, SocketAddr, SocketAddr) {
 }
 
 /// Move every packet each side has, both ways, at `now`; returns delivered count at b.
-fn pump(a: &mut Srd, b: &mut Srd, a_addr: SocketAddr, b_addr: SocketAddr, now: Instant, buf: &mut [u8]) -> (u64, u64) {
+fn pump(
+    a: &mut Srd,
+    b: &mut Srd,
+    a_addr: SocketAddr,
+    b_addr: SocketAddr,
+    now: Instant,
+    buf: &mut [u8],
+) -> (u64, u64) {
     let (mut to_b, mut to_a) = (0, 0);
     while let Some(t) = a.poll_transmit(now, buf) {
         if b.handle_datagram(now, a_addr, &buf[..t.len]).is_some() {
@@ -80,7 +87,10 @@ fn bulk_and_ping_pong_cost() {
     assert_eq!(acked, n);
     let bufs = a.pool_allocated();
     println!("pool buffers allocated: {bufs}");
-    assert!(bufs <= 4096, "pool allocated {bufs} buffers for {n} datagrams");
+    assert!(
+        bufs <= 4096,
+        "pool allocated {bufs} buffers for {n} datagrams"
+    );
 
     // Ping-pong of 8-byte messages: one packet each way per round.
     let (mut a, mut b, a_addr, b_addr) = pair(1472);
@@ -90,20 +100,27 @@ fn bulk_and_ping_pong_cost() {
     let mut tx = 0u64;
     for r in 0..rounds {
         let now = Instant::from_nanos(r * 10_000);
-        a.send(pb, r, 8, &mut |x| x.copy_from_slice(&r.to_le_bytes())).unwrap();
+        a.send(pb, r, 8, &mut |x| x.copy_from_slice(&r.to_le_bytes()))
+            .unwrap();
         let t = a.poll_transmit(now, &mut buf).unwrap();
         tx += 1;
         let (peer, data) = b.handle_datagram(now, a_addr, &buf[..t.len]).unwrap();
         assert_eq!(data, &r.to_le_bytes());
-        b.send(peer, r, 8, &mut |x| x.copy_from_slice(&r.to_le_bytes())).unwrap();
+        b.send(peer, r, 8, &mut |x| x.copy_from_slice(&r.to_le_bytes()))
+            .unwrap();
         let t = b.poll_transmit(now, &mut buf).unwrap();
         tx += 1;
         assert!(a.handle_datagram(now, b_addr, &buf[..t.len]).is_some());
         while a.poll_event().is_some() {}
         while b.poll_event().is_some() {}
-        assert!(a.poll_transmit(now, &mut buf).is_none() && b.poll_transmit(now, &mut buf).is_none());
+        assert!(
+            a.poll_transmit(now, &mut buf).is_none() && b.poll_transmit(now, &mut buf).is_none()
+        );
     }
     let el = start.elapsed().as_secs_f64();
-    println!("ping-pong: {rounds} rounds, {tx} packets, {:.0} ns per round trip of CPU", el * 1e9 / rounds as f64);
+    println!(
+        "ping-pong: {rounds} rounds, {tx} packets, {:.0} ns per round trip of CPU",
+        el * 1e9 / rounds as f64
+    );
     assert_eq!(tx, 2 * rounds);
 }

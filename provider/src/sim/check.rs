@@ -63,11 +63,16 @@ pub fn check_pair(sim: &Sim<SrdNode>, from: usize, to: usize, n: u64) -> Result<
     let rx = &sim.nodes[to];
     let tx = &sim.nodes[from];
     let Some(rx_peer) = rx.srd.peer_addr_id(src) else {
-        return Ok(Outcome { pushed: n, pending: n, ..Outcome::default() });
+        return Ok(Outcome {
+            pushed: n,
+            pending: n,
+            ..Outcome::default()
+        });
     };
     let mut seen: HashMap<u64, u32> = HashMap::new();
     for a in rx.arrived.iter().filter(|a| a.peer == rx_peer) {
-        let t = token_of(&a.data).ok_or_else(|| format!("corrupt payload of {} bytes", a.data.len()))?;
+        let t = token_of(&a.data)
+            .ok_or_else(|| format!("corrupt payload of {} bytes", a.data.len()))?;
         let c = seen.entry(t).or_insert(0);
         *c += 1;
         if *c > 1 {
@@ -93,5 +98,11 @@ pub fn check_pair(sim: &Sim<SrdNode>, from: usize, to: usize, n: u64) -> Result<
     }
     let acked = fate.values().filter(|&&k| k == 1).count() as u64;
     let failed = fate.values().filter(|&&k| k == 2).count() as u64;
-    Ok(Outcome { pushed: n, delivered: seen.len() as u64, acked, failed, pending: n - acked - failed })
+    Ok(Outcome {
+        pushed: n,
+        delivered: seen.len() as u64,
+        acked,
+        failed,
+        pending: n - acked - failed,
+    })
 }

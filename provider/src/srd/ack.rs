@@ -34,7 +34,8 @@ impl Peer {
                 psn = psn.wrapping_add(1);
             }
         }
-        let words = core::iter::once(ack.sack_bits).chain((0..ext.len() / 8).filter_map(|k| sack_word(ext, k)));
+        let words = core::iter::once(ack.sack_bits)
+            .chain((0..ext.len() / 8).filter_map(|k| sack_word(ext, k)));
         for (k, mut bits) in words.enumerate() {
             let base = ack.sack_base.wrapping_add(64 * k as u32);
             while bits != 0 {
@@ -46,8 +47,11 @@ impl Peer {
                 }
             }
         }
-        self.tx.credit_limit =
-            if ack.credit == CREDIT_UNLIMITED { None } else { Some(ack.cum.wrapping_add(u32::from(ack.credit))) };
+        self.tx.credit_limit = if ack.credit == CREDIT_UNLIMITED {
+            None
+        } else {
+            Some(ack.cum.wrapping_add(u32::from(ack.credit)))
+        };
         if acked_bytes > 0 {
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;
@@ -88,7 +92,8 @@ impl Peer {
         }
         slot.state = SlotState::Free;
         let len = slot.len as u64;
-        let (sent, path, pseq, sends, token) = (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
+        let (sent, path, pseq, sends, token) =
+            (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
         let (d0, t0) = (slot.delivered, slot.delivered_at);
         let buf = core::mem::take(&mut slot.buf);
         ctx.pool.give(buf);
@@ -100,7 +105,7 @@ impl Peer {
             ctx.stats.spurious_losses += 1;
         }
         *acked_bytes += len;
-        if rate.map_or(true, |(d, _)| d0 >= d) {
+        if rate.is_none_or(|(d, _)| d0 >= d) {
             *rate = Some((d0, t0));
         }
         if sent > self.largest_acked_sent {
@@ -111,7 +116,11 @@ impl Peer {
             p.on_acked(pseq, sent);
         }
         let elapsed = now.saturating_since(sent).as_nanos() as u64;
-        if sends > 1 && was == SlotState::InFlight && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
+        if sends > 1
+            && was == SlotState::InFlight
+            && p.min_rtt_ns != u64::MAX
+            && elapsed < p.min_rtt_ns / 2
+        {
             // Acked sooner than the resent copy could have travelled.
             ctx.stats.spurious_retransmits += 1;
         }
@@ -129,7 +138,10 @@ impl Peer {
             }
         }
         ctx.stats.acked += 1;
-        ctx.events.push_back(DgramEvent::Acked { peer: self.id, token });
+        ctx.events.push_back(DgramEvent::Acked {
+            peer: self.id,
+            token,
+        });
     }
 
     /// Declare lost what per-path ordering, overdue time or 3 later acks on
@@ -141,7 +153,9 @@ impl Peer {
         for pi in 0..self.paths.paths.len() {
             loop {
                 let p = &self.paths.paths[pi];
-                let Some(&(psn, pseq)) = p.outstanding.front() else { break };
+                let Some(&(psn, pseq)) = p.outstanding.front() else {
+                    break;
+                };
                 let slot = self.tx.slot(psn);
                 let valid = self.tx.is_sent(psn)
                     && slot.state == SlotState::InFlight
@@ -152,7 +166,11 @@ impl Peer {
                     continue;
                 }
                 let srtt = p.srtt_or(peer_rtt);
-                let var = if p.srtt_ns == 0 { srtt / 2 } else { p.rttvar_ns };
+                let var = if p.srtt_ns == 0 {
+                    srtt / 2
+                } else {
+                    p.rttvar_ns
+                };
                 let later_acked = p.acked_seq > pseq + 1;
                 let mut lost = p.acked_seq >= pseq + 1 + REORDER_PACKETS;
                 let mut deadline: Option<Instant> = None;

@@ -113,7 +113,10 @@ pub struct Srd {
 impl Srd {
     /// A core for the endpoint described by `cfg`.
     pub fn new(cfg: &Config) -> Self {
-        let max_payload = cfg.max_datagram.clamp(HEADER_LEN + 1, HEADER_LEN + usize::from(u16::MAX)) - HEADER_LEN;
+        let max_payload = cfg
+            .max_datagram
+            .clamp(HEADER_LEN + 1, HEADER_LEN + usize::from(u16::MAX))
+            - HEADER_LEN;
         let p = Params {
             epoch: cfg.epoch.max(1),
             port: cfg.local.port(),
@@ -122,7 +125,9 @@ impl Srd {
             ack_delay_ns: cfg.ack_delay.as_nanos() as u64,
             ack_every: cfg.ack_every.max(1),
             min_rto_ns: (cfg.min_rto.as_nanos() as u64).max(1),
-            max_rto_ns: (cfg.max_rto.as_nanos() as u64).max(cfg.min_rto.as_nanos() as u64).max(1),
+            max_rto_ns: (cfg.max_rto.as_nanos() as u64)
+                .max(cfg.min_rto.as_nanos() as u64)
+                .max(1),
             unreachable_ns: cfg.unreachable_timeout.as_nanos() as u64,
             initial_window: cfg.initial_window.max(2),
         };
@@ -164,7 +169,12 @@ impl Srd {
     }
 
     fn split(&mut self, i: usize) -> (&mut Peer, Ctx<'_>) {
-        let ctx = Ctx { p: &self.p, events: &mut self.events, pool: &mut self.pool, stats: &mut self.stats };
+        let ctx = Ctx {
+            p: &self.p,
+            events: &mut self.events,
+            pool: &mut self.pool,
+            stats: &mut self.stats,
+        };
         (&mut self.peers[i], ctx)
     }
 
@@ -193,7 +203,9 @@ impl Srd {
         if h.ty != PacketType::Reset && h.dst_epoch != 0 && h.dst_epoch != my_epoch {
             // Meant for another incarnation of us: tell the sender (rate-limited).
             ctx.stats.rx_stale_dst += 1;
-            let quiet = peer.last_reset.map_or(true, |t| now.saturating_since(t).as_nanos() as u64 >= ctx.p.min_rto_ns);
+            let quiet = peer
+                .last_reset
+                .is_none_or(|t| now.saturating_since(t).as_nanos() as u64 >= ctx.p.min_rto_ns);
             if h.dst_epoch < my_epoch && quiet {
                 peer.reset_pending = true;
             }
@@ -209,7 +221,11 @@ impl Srd {
         }
         if let Some(ack) = &h.ack {
             if h.dst_epoch == my_epoch {
-                let ext = if h.ty == PacketType::Ack { pkt.payload_ref() } else { &[] };
+                let ext = if h.ty == PacketType::Ack {
+                    pkt.payload_ref()
+                } else {
+                    &[]
+                };
                 peer.on_ack(&mut ctx, now, ack, ext);
             }
         }
@@ -232,7 +248,10 @@ impl Srd {
                             peer.rx.ack_now = true;
                         }
                         if peer.timers.get(Timer::Ack).is_none() {
-                            peer.timers.set(Timer::Ack, now + core::time::Duration::from_nanos(ctx.p.ack_delay_ns));
+                            peer.timers.set(
+                                Timer::Ack,
+                                now + core::time::Duration::from_nanos(ctx.p.ack_delay_ns),
+                            );
                         }
                         ctx.stats.rx_delivered += 1;
                         Some((id, pkt.payload_ref()))
@@ -256,7 +275,7 @@ impl Srd {
     pub fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.peers.len() {
             let (peer, mut ctx) = self.split(i);
-            if peer.timers.next().map_or(true, |t| t > now) {
+            if peer.timers.next().is_none_or(|t| t > now) {
                 continue;
             }
             if peer.timers.due(Timer::Ack, now) {
@@ -332,22 +351,30 @@ impl Srd {
 
     /// Datagrams queued or unacknowledged towards `peer`.
     pub fn outstanding(&self, peer: PeerId) -> u32 {
-        self.peers.get(peer.0 as usize).map_or(0, |p| p.tx.outstanding())
+        self.peers
+            .get(peer.0 as usize)
+            .map_or(0, |p| p.tx.outstanding())
     }
 
     /// Bytes in flight towards `peer` (sent, not acked, not declared lost).
     pub fn bytes_in_flight(&self, peer: PeerId) -> u64 {
-        self.peers.get(peer.0 as usize).map_or(0, |p| p.tx.bytes_in_flight)
+        self.peers
+            .get(peer.0 as usize)
+            .map_or(0, |p| p.tx.bytes_in_flight)
     }
 
     /// Health of each path towards `peer`.
     pub fn path_health(&self, peer: PeerId) -> Vec<Health> {
-        self.peers.get(peer.0 as usize).map_or(Vec::new(), |p| p.paths.paths.iter().map(|x| x.health).collect())
+        self.peers.get(peer.0 as usize).map_or(Vec::new(), |p| {
+            p.paths.paths.iter().map(|x| x.health).collect()
+        })
     }
 
     /// Smoothed RTT of each path towards `peer`, ns (0 = no sample).
     pub fn path_srtt(&self, peer: PeerId) -> Vec<u64> {
-        self.peers.get(peer.0 as usize).map_or(Vec::new(), |p| p.paths.paths.iter().map(|x| x.srtt_ns).collect())
+        self.peers.get(peer.0 as usize).map_or(Vec::new(), |p| {
+            p.paths.paths.iter().map(|x| x.srtt_ns).collect()
+        })
     }
 
     /// Congestion window towards `peer`, bytes.
@@ -364,7 +391,9 @@ impl Srd {
     /// A one-line dump of `peer`'s internal state, for debugging tests.
     pub fn debug_peer(&self, peer: PeerId) -> String {
         use cc::Controller;
-        let Some(p) = self.peers.get(peer.0 as usize) else { return String::new() };
+        let Some(p) = self.peers.get(peer.0 as usize) else {
+            return String::new();
+        };
         format!(
             "una {} next_send {} next_psn {} inflight {}B/{}p retx {} win {} rate {:?} tokens {} timers {:?} srtt {} rto {}",
             p.tx.una,
@@ -413,7 +442,9 @@ impl Datagrams for Srd {
             return Err(SendError::TooLarge);
         }
         let i = peer.0 as usize;
-        let Some(p) = self.peers.get(i) else { return Err(SendError::BadPeer) };
+        let Some(p) = self.peers.get(i) else {
+            return Err(SendError::BadPeer);
+        };
         if p.tx.outstanding() >= self.queue_limit(p) {
             return Err(SendError::WouldBlock);
         }

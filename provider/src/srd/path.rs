@@ -126,7 +126,8 @@ impl Path {
                 // The probe died too: back off.
                 self.probing = false;
                 self.probe_backoff = (self.probe_backoff + 1).min(6);
-                self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
+                self.probe_at =
+                    now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
             }
         } else if self.loss_streak >= 2 {
             self.health = Health::Bad;
@@ -151,7 +152,10 @@ impl PathSet {
     /// `n` fresh paths (at least one).
     pub fn new(n: u8) -> Self {
         let n = usize::from(n.max(1));
-        PathSet { paths: (0..n).map(|_| Path::new()).collect(), cursor: 0 }
+        PathSet {
+            paths: (0..n).map(|_| Path::new()).collect(),
+            cursor: 0,
+        }
     }
 
     /// Forget all ordering state (send session reset); RTTs and health stay.
@@ -182,7 +186,12 @@ impl PathSet {
 
     /// Smallest min-RTT over all paths, ns (0 = none).
     pub fn min_rtt(&self) -> u64 {
-        let m = self.paths.iter().map(|p| p.min_rtt_ns).min().unwrap_or(u64::MAX);
+        let m = self
+            .paths
+            .iter()
+            .map(|p| p.min_rtt_ns)
+            .min()
+            .unwrap_or(u64::MAX);
         if m == u64::MAX {
             0
         } else {
@@ -211,7 +220,9 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if p.health == Health::Bad || (p.health == Health::Suspect && p.next_seq > p.suspect_seq) {
+            if p.health == Health::Bad
+                || (p.health == Health::Suspect && p.next_seq > p.suspect_seq)
+            {
                 continue;
             }
             if p.skip > 0 {

@@ -103,7 +103,11 @@ impl Peer {
             tx: Tx::new(),
             rx: Rx::new(),
             paths: PathSet::new(p.paths),
-            cc: Bbr::new(u64::from(p.initial_window) * mss, min_window, p.ack_delay_ns),
+            cc: Bbr::new(
+                u64::from(p.initial_window) * mss,
+                min_window,
+                p.ack_delay_ns,
+            ),
             timers: TimerTable::default(),
             srtt_ns: 0,
             rttvar_ns: 0,
@@ -135,7 +139,8 @@ impl Peer {
             self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
         };
         let b = base.clamp(p.min_rto_ns, p.max_rto_ns);
-        b.saturating_mul(1 << self.tx.rto_backoff.min(16)).min(p.max_rto_ns)
+        b.saturating_mul(1 << self.tx.rto_backoff.min(16))
+            .min(p.max_rto_ns)
     }
 
     /// Fold an RTT sample into the peer-wide estimate.
@@ -186,7 +191,11 @@ impl Peer {
             if slot.state != SlotState::Free {
                 slot.state = SlotState::Free;
                 let buf = core::mem::take(&mut slot.buf);
-                ctx.events.push_back(DgramEvent::Failed { peer: self.id, token: slot.token, reason });
+                ctx.events.push_back(DgramEvent::Failed {
+                    peer: self.id,
+                    token: slot.token,
+                    reason,
+                });
                 ctx.pool.give(buf);
                 ctx.stats.failed += 1;
             }
@@ -218,7 +227,8 @@ impl Peer {
     /// the new `una`, makes the receiver skip past them instead.
     pub fn restart(&mut self, ctx: &mut Ctx<'_>, epoch: u32) {
         ctx.stats.peer_restarts += 1;
-        ctx.events.push_back(DgramEvent::PeerRestarted { peer: self.id });
+        ctx.events
+            .push_back(DgramEvent::PeerRestarted { peer: self.id });
         self.fail_all(ctx, FailReason::PeerRestarted);
         self.tx.credit_limit = None;
         self.rx = Rx::new();

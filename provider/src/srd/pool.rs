@@ -12,7 +12,11 @@ pub struct Pool {
 impl Pool {
     /// A pool of buffers of `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
-        Pool { free: Vec::new(), capacity, allocated: 0 }
+        Pool {
+            free: Vec::new(),
+            capacity,
+            allocated: 0,
+        }
     }
 
     /// A buffer of exactly `capacity` bytes (old contents; callers track

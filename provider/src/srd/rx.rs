@@ -81,7 +81,11 @@ impl Rx {
         if self.bit(psn) {
             return Arrival::Duplicate;
         }
-        let gap = if self.any { after(psn, self.highest.wrapping_add(1)) } else { psn != self.base };
+        let gap = if self.any {
+            after(psn, self.highest.wrapping_add(1))
+        } else {
+            psn != self.base
+        };
         if gap {
             // A new hole: tell the sender at once so it can repair quickly.
             self.ack_now = true;
@@ -125,7 +129,11 @@ impl Rx {
         let i = start % WINDOW;
         let (w, off) = ((i / 64) as usize, i % 64);
         let lo = self.bits[w] >> off;
-        let hi = if off == 0 { 0 } else { self.bits[(w + 1) % WORDS] << (64 - off) };
+        let hi = if off == 0 {
+            0
+        } else {
+            self.bits[(w + 1) % WORDS] << (64 - off)
+        };
         lo | hi
     }
 
@@ -133,7 +141,10 @@ impl Rx {
     /// many bits a complete report needs.
     pub fn span(&self) -> u32 {
         if self.any {
-            self.highest.wrapping_sub(self.base).wrapping_add(1).min(WINDOW)
+            self.highest
+                .wrapping_sub(self.base)
+                .wrapping_add(1)
+                .min(WINDOW)
         } else {
             0
         }
@@ -142,7 +153,10 @@ impl Rx {
     /// The acknowledgement describing the window now: the cumulative base and
     /// a 64-bit bitmap of the 64 PSNs starting at the base (`sack_base = cum`).
     pub fn ack(&self, now: Instant, credit: u16) -> AckRepr {
-        let delay_us = now.saturating_since(self.recent.1).as_micros().min(u128::from(u16::MAX)) as u16;
+        let delay_us = now
+            .saturating_since(self.recent.1)
+            .as_micros()
+            .min(u128::from(u16::MAX)) as u16;
         AckRepr {
             cum: self.base,
             recent: self.recent.0,
@@ -159,7 +173,9 @@ impl Rx {
         let words = (self.span().saturating_sub(1) / 64) as usize;
         let mut n = 0;
         for k in 0..words {
-            let Some(dst) = out.get_mut(8 * k..8 * k + 8) else { break };
+            let Some(dst) = out.get_mut(8 * k..8 * k + 8) else {
+                break;
+            };
             let w = self.word(self.base.wrapping_add(64 * (k as u32 + 1)));
             dst.copy_from_slice(&w.to_be_bytes());
             n = 8 * k + 8;

@@ -9,7 +9,9 @@ use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
 use super::Transmit;
 use crate::time::Instant;
-use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES};
+use crate::wire::srd::{
+    flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
+};
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
@@ -64,7 +66,12 @@ impl Peer {
     }
 
     /// The next packet for this peer, written into `buf`.
-    pub fn poll_transmit(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll_transmit(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
         if self.reset_pending {
             self.reset_pending = false;
             self.last_reset = Some(now);
@@ -86,12 +93,19 @@ impl Peer {
             let old_path = self.tx.slot(psn).path;
             let (path, _) = self.paths.pick(now, Some(old_path));
             ctx.stats.retransmits += 1;
-            return Some(self.send_data(ctx, now, psn, path, flags::RETRANSMIT | flags::ACK_NOW, buf));
+            return Some(self.send_data(
+                ctx,
+                now,
+                psn,
+                path,
+                flags::RETRANSMIT | flags::ACK_NOW,
+                buf,
+            ));
         }
         if self.tx.next_send != self.tx.next_psn {
             let len = self.tx.slot(self.tx.next_send).len as u64;
             let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
-            let credit_ok = self.tx.credit_limit.map_or(true, |lim| {
+            let credit_ok = self.tx.credit_limit.is_none_or(|lim| {
                 (lim.wrapping_sub(self.tx.next_send) as i32) > 0 || self.tx.pkts_in_flight == 0
             });
             let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
@@ -116,7 +130,9 @@ impl Peer {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Ack, path);
             let ack = self.take_ack(now, true);
-            let ext = buf.get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES).map_or(0, |b| self.rx.write_ext(b));
+            let ext = buf
+                .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
+                .map_or(0, |b| self.rx.write_ext(b));
             h.payload_len = ext as u16;
             ctx.stats.tx_acks += 1;
             return self.finish(ctx, h, buf, ack);
@@ -124,7 +140,13 @@ impl Peer {
         None
     }
 
-    fn finish(&mut self, ctx: &mut Ctx<'_>, mut h: Repr, buf: &mut [u8], ack: Option<AckRepr>) -> Option<Transmit> {
+    fn finish(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        mut h: Repr,
+        buf: &mut [u8],
+        ack: Option<AckRepr>,
+    ) -> Option<Transmit> {
         h.ack = ack;
         if h.emit(buf).is_err() {
             return None;
@@ -132,10 +154,22 @@ impl Peer {
         let len = h.buffer_len();
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += len as u64;
-        Some(Transmit { dst: self.addr, path: h.path, len })
+        Some(Transmit {
+            dst: self.addr,
+            path: h.path,
+            len,
+        })
     }
 
-    fn send_data(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, path: u8, fl: u8, buf: &mut [u8]) -> Transmit {
+    fn send_data(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        psn: u32,
+        path: u8,
+        fl: u8,
+        buf: &mut [u8],
+    ) -> Transmit {
         let mut h = self.header(ctx, PacketType::Data, path);
         h.flags = fl;
         h.psn = psn;
@@ -184,6 +218,10 @@ impl Peer {
             *c += 1;
         }
         self.update_timers(ctx.p);
-        Transmit { dst: self.addr, path, len: total }
+        Transmit {
+            dst: self.addr,
+            path,
+            len: total,
+        }
     }
 }

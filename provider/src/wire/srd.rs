@@ -314,7 +314,11 @@ impl Repr {
         let b = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
         let ack = self.ack.unwrap_or_default();
         let fl = (self.flags & flags::KNOWN & !flags::ACK_PRESENT)
-            | if self.ack.is_some() { flags::ACK_PRESENT } else { 0 };
+            | if self.ack.is_some() {
+                flags::ACK_PRESENT
+            } else {
+                0
+            };
         b[field::VERSION] = VERSION;
         b[field::TYPE] = self.ty as u8;
         b[field::FLAGS] = fl;

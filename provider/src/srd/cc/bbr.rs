@@ -69,7 +69,8 @@ impl Controller for Bbr {
         if s.interval_ns > 0 && s.delivered_bytes > 0 {
             // At least 1 µs: a burst acked "at once" is no rate measurement.
             let interval = u128::from(s.interval_ns.max(1000));
-            let rate = (u128::from(s.delivered_bytes) * 1_000_000_000 / interval).min(u128::from(u64::MAX / 4)) as u64;
+            let rate = (u128::from(s.delivered_bytes) * 1_000_000_000 / interval)
+                .min(u128::from(u64::MAX / 4)) as u64;
             let stale = now.saturating_since(self.bw_stamp).as_nanos() as u64 > self.bw_window_ns();
             if rate >= self.bw {
                 self.bw = rate;
@@ -96,7 +97,8 @@ impl Controller for Bbr {
         }
         let gain = if self.congested() { 1 } else { 2 };
         let rtt = self.min_rtt_ns + self.ack_delay_ns;
-        let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX)) as u64;
+        let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX))
+            as u64;
         bdp.saturating_mul(gain).max(self.min_window)
     }
 
@@ -106,6 +108,10 @@ impl Controller for Bbr {
         }
         // Pace above the estimate so the rate can grow (BBR's startup gain);
         // closer to it when the whole connection is queueing.
-        Some(if self.congested() { self.bw / 4 * 5 } else { self.bw.saturating_mul(2) })
+        Some(if self.congested() {
+            self.bw / 4 * 5
+        } else {
+            self.bw.saturating_mul(2)
+        })
     }
 }
