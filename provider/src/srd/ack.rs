@@ -47,10 +47,10 @@ impl Peer {
                 }
             }
         }
-        self.tx.credit_limit = if ack.credit == CREDIT_UNLIMITED {
+        self.tx.credit = if ack.credit == CREDIT_UNLIMITED {
             None
         } else {
-            Some(ack.cum.wrapping_add(u32::from(ack.credit)))
+            Some(u32::from(ack.credit))
         };
         if acked_bytes > 0 {
             self.tx.delivered += acked_bytes;
@@ -213,10 +213,12 @@ impl Peer {
         let path = usize::from(slot.path);
         self.tx.bytes_in_flight -= len;
         self.tx.pkts_in_flight -= 1;
-        self.tx.retx.push_back(psn);
         if !confirmed {
+            // A probe goes first (see `tlp_psn`).
+            self.tx.retx.push_front(psn);
             return;
         }
+        self.tx.retx.push_back(psn);
         self.paths.paths[path].on_lost(now, rtt);
         self.cc.on_loss(now, len);
         ctx.stats.lost += 1;
@@ -234,6 +236,7 @@ impl Peer {
             psn = psn.wrapping_sub(1);
             if self.tx.slot(psn).state == SlotState::InFlight {
                 ctx.stats.tail_probes += 1;
+                self.tlp_psn = Some(psn);
                 self.mark_lost(ctx, now, psn, false);
                 break;
             }

@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::config::Config;
 use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId, SendError};
 use crate::time::Instant;
-use crate::wire::srd::{flags, Packet, PacketType, Repr, HEADER_LEN};
+use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN};
 
 use peer::{Ctx, Params, Peer};
 use rx::Arrival;
@@ -108,6 +108,10 @@ pub struct Srd {
     stats: SrdStats,
     /// Round-robin start for `poll_transmit` across peers.
     cursor: usize,
+    /// Credit granted to each sender (see `update_credit`).
+    credit: u16,
+    /// When `credit` was last computed.
+    credit_at: Option<Instant>,
 }
 
 impl Srd {
@@ -144,6 +148,8 @@ impl Srd {
             events: VecDeque::new(),
             stats,
             cursor: 0,
+            credit: CREDIT_UNLIMITED,
+            credit_at: None,
         }
     }
 
@@ -168,12 +174,42 @@ impl Srd {
         self.peers.get(peer.0 as usize).map(|p| p.addr)
     }
 
+    /// Receiver credit per sender at `now` (incast defence): unlimited with
+    /// one active sender; with several, `initial_window` packets beyond their
+    /// cumulative acks shared among them (at least one each). A sender is
+    /// active if it sent us new data in the last `ACTIVE_NS`.
+    fn update_credit(&mut self, now: Instant) {
+        const ACTIVE_NS: u64 = 1_000_000;
+        const REFRESH_NS: u64 = 50_000;
+        if self
+            .credit_at
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(REFRESH_NS))
+        {
+            return;
+        }
+        self.credit_at = Some(now);
+        let active = self
+            .peers
+            .iter()
+            .filter(|p| {
+                p.rx_last_data
+                    .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS))
+            })
+            .count() as u32;
+        self.credit = if active <= 1 {
+            CREDIT_UNLIMITED
+        } else {
+            (self.p.initial_window / active).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
+        };
+    }
+
     fn split(&mut self, i: usize) -> (&mut Peer, Ctx<'_>) {
         let ctx = Ctx {
             p: &self.p,
             events: &mut self.events,
             pool: &mut self.pool,
             stats: &mut self.stats,
+            credit: self.credit,
         };
         (&mut self.peers[i], ctx)
     }
@@ -198,6 +234,9 @@ impl Srd {
         }
         let addr = SocketAddr::new(from.ip(), h.src_port);
         let id = self.peer(addr);
+        if h.ty == PacketType::Data {
+            self.update_credit(now);
+        }
         let my_epoch = self.p.epoch;
         let (peer, mut ctx) = self.split(id.0 as usize);
         if h.ty != PacketType::Reset && h.dst_epoch != 0 && h.dst_epoch != my_epoch {
@@ -243,6 +282,7 @@ impl Srd {
                 peer.rx.advance_floor(h.psn_floor);
                 match peer.rx.on_packet(h.psn, now) {
                     Arrival::New => {
+                        peer.rx_last_data = Some(now);
                         peer.rx.unacked += 1;
                         if peer.rx.unacked >= ctx.p.ack_every || h.flags & flags::ACK_NOW != 0 {
                             peer.rx.ack_now = true;
@@ -313,6 +353,7 @@ impl Srd {
         if buf.len() < HEADER_LEN + self.p.max_payload {
             return None;
         }
+        self.update_credit(now);
         let n = self.peers.len();
         for k in 0..n {
             let i = (self.cursor + k) % n;
@@ -395,7 +436,8 @@ impl Srd {
             return String::new();
         };
         format!(
-            "una {} next_send {} next_psn {} inflight {}B/{}p retx {} win {} rate {:?} tokens {} timers {:?} srtt {} rto {}",
+            "credit {:?} una {} next_send {} next_psn {} inflight {}B/{}p retx {} win {} rate {:?} tokens {} timers {:?} srtt {} rto {}",
+            p.tx.credit,
             p.tx.una,
             p.tx.next_send,
             p.tx.next_psn,

@@ -49,6 +49,8 @@ pub struct Ctx<'a> {
     pub pool: &'a mut Pool,
     /// Counters.
     pub stats: &'a mut SrdStats,
+    /// Credit (packets beyond the cumulative ack) granted to each sender now.
+    pub credit: u16,
 }
 
 /// Everything we know about one remote endpoint.
@@ -77,10 +79,15 @@ pub struct Peer {
     pub largest_acked_sent: Instant,
     /// Retransmission timer reference: last progress or idle→busy send.
     pub rto_base: Instant,
+    /// When the latest new DATA packet arrived from this peer.
+    pub rx_last_data: Option<Instant>,
     /// When the latest DATA packet left.
     pub last_data_sent: Instant,
     /// The tail-loss probe fired since the last progress.
     pub tlp_fired: bool,
+    /// PSN the tail-loss probe resends: it goes out regardless of window and
+    /// credit (with everything in flight lost, nothing else would).
+    pub tlp_psn: Option<u32>,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -113,8 +120,10 @@ impl Peer {
             rttvar_ns: 0,
             largest_acked_sent: Instant::ZERO,
             rto_base: Instant::ZERO,
+            rx_last_data: None,
             last_data_sent: Instant::ZERO,
             tlp_fired: false,
+            tlp_psn: None,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
@@ -230,7 +239,7 @@ impl Peer {
         ctx.events
             .push_back(DgramEvent::PeerRestarted { peer: self.id });
         self.fail_all(ctx, FailReason::PeerRestarted);
-        self.tx.credit_limit = None;
+        self.tx.credit = None;
         self.rx = Rx::new();
         self.timers.stop(Timer::Ack);
         self.remote_epoch = epoch;

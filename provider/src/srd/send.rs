@@ -9,13 +9,11 @@ use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
 use super::Transmit;
 use crate::time::Instant;
-use crate::wire::srd::{
-    flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
-};
+use crate::wire::srd::{flags, AckRepr, PacketType, Repr, HEADER_LEN, MAX_SACK_EXT_BYTES};
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
-    fn take_ack(&mut self, now: Instant, full: bool) -> Option<AckRepr> {
+    fn take_ack(&mut self, now: Instant, full: bool, credit: u16) -> Option<AckRepr> {
         if !self.rx.any {
             return None;
         }
@@ -24,7 +22,7 @@ impl Peer {
         // complete pure ACK must follow so no received packet goes unreported.
         self.rx.ack_now = !full && self.rx.span() > 64;
         self.timers.stop(Timer::Ack);
-        Some(self.rx.ack(now, CREDIT_UNLIMITED))
+        Some(self.rx.ack(now, credit))
     }
 
     fn header(&self, ctx: &Ctx<'_>, ty: PacketType, path: u8) -> Repr {
@@ -40,6 +38,12 @@ impl Peer {
             ack: None,
             payload_len: 0,
         }
+    }
+
+    /// May one more packet go out under the receiver's credit? (Always when
+    /// nothing is in flight, so a sender can never be starved.)
+    fn credit_ok(&self) -> bool {
+        self.tx.credit.is_none_or(|c| self.tx.pkts_in_flight < c) || self.tx.pkts_in_flight == 0
     }
 
     /// Refill pacing tokens; returns the release time if new data must wait.
@@ -86,8 +90,15 @@ impl Peer {
                 self.tx.retx.pop_front();
                 continue;
             }
-            if self.tx.pkts_in_flight > 0 && self.tx.bytes_in_flight >= window {
+            let probe = self.tlp_psn == Some(psn);
+            if !probe
+                && (self.tx.pkts_in_flight > 0 && self.tx.bytes_in_flight >= window
+                    || !self.credit_ok())
+            {
                 break;
+            }
+            if probe {
+                self.tlp_psn = None;
             }
             self.tx.retx.pop_front();
             let old_path = self.tx.slot(psn).path;
@@ -105,9 +116,7 @@ impl Peer {
         if self.tx.next_send != self.tx.next_psn {
             let len = self.tx.slot(self.tx.next_send).len as u64;
             let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
-            let credit_ok = self.tx.credit_limit.is_none_or(|lim| {
-                (lim.wrapping_sub(self.tx.next_send) as i32) > 0 || self.tx.pkts_in_flight == 0
-            });
+            let credit_ok = self.credit_ok();
             let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
             if window_ok && credit_ok && span_ok {
                 match self.paced_until(now, ctx.p.max_payload as u64) {
@@ -129,7 +138,7 @@ impl Peer {
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Ack, path);
-            let ack = self.take_ack(now, true);
+            let ack = self.take_ack(now, true, ctx.credit);
             let ext = buf
                 .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
                 .map_or(0, |b| self.rx.write_ext(b));
@@ -174,7 +183,7 @@ impl Peer {
         h.flags = fl;
         h.psn = psn;
         h.psn_floor = self.tx.una;
-        h.ack = self.take_ack(now, false);
+        h.ack = self.take_ack(now, false, ctx.credit);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
             // Rate samples start from now after an idle period.

@@ -92,8 +92,8 @@ pub struct Tx {
     pub idle_until_poll: bool,
     /// Retransmission-timer back-off exponent.
     pub rto_backoff: u32,
-    /// Receiver credit: highest PSN + 1 we may send (`None` = unlimited).
-    pub credit_limit: Option<u32>,
+    /// Receiver credit: most packets we may have in flight (`None` = unlimited).
+    pub credit: Option<u32>,
 }
 
 impl Tx {
@@ -113,7 +113,7 @@ impl Tx {
             last_progress: Instant::ZERO,
             idle_until_poll: false,
             rto_backoff: 0,
-            credit_limit: None,
+            credit: None,
         }
     }
 
