@@ -58,7 +58,7 @@ impl Peer {
             self.tx.last_progress = now;
             self.rto_base = now;
             self.tx.rto_backoff = 0;
-            self.tlp_fired = false;
+            self.tlp_count = 0;
             self.tx.advance_una();
             let mut s = AckSample {
                 acked_bytes,
@@ -230,7 +230,7 @@ impl Peer {
     /// The tail-loss probe fired: resend the newest packet in flight (on
     /// another path, asking for an immediate ack).
     pub fn on_tlp(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
-        self.tlp_fired = true;
+        self.tlp_count += 1;
         let mut psn = self.tx.next_send;
         while psn != self.tx.una {
             psn = psn.wrapping_sub(1);

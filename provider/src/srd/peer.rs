@@ -14,6 +14,9 @@ use super::SrdStats;
 use crate::dgram::{DgramEvent, FailReason, PeerId};
 use crate::time::Instant;
 
+/// Tail-loss probes before falling back to the RTO.
+const MAX_TLP: u32 = 2;
+
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -83,8 +86,8 @@ pub struct Peer {
     pub rx_last_data: Option<Instant>,
     /// When the latest DATA packet left.
     pub last_data_sent: Instant,
-    /// The tail-loss probe fired since the last progress.
-    pub tlp_fired: bool,
+    /// Tail-loss probes sent since the last progress (at most `MAX_TLP`).
+    pub tlp_count: u32,
     /// PSN the tail-loss probe resends: it goes out regardless of window and
     /// credit (with everything in flight lost, nothing else would).
     pub tlp_psn: Option<u32>,
@@ -122,7 +125,7 @@ impl Peer {
             rto_base: Instant::ZERO,
             rx_last_data: None,
             last_data_sent: Instant::ZERO,
-            tlp_fired: false,
+            tlp_count: 0,
             tlp_psn: None,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
@@ -170,9 +173,11 @@ impl Peer {
             self.timers.set(Timer::Rto, rto_at);
             // Tail-loss probe: far sooner than the RTO when the RTT is known,
             // so a lost last packet (e.g. in a ping-pong) costs ~2 RTTs.
-            let pto = 2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns;
+            // A second probe (after twice the wait) covers a lost first one.
+            let pto =
+                (2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns) << self.tlp_count.min(4);
             let tlp_at = self.last_data_sent + core::time::Duration::from_nanos(pto);
-            if self.srtt_ns > 0 && !self.tlp_fired && tlp_at < rto_at {
+            if self.srtt_ns > 0 && self.tlp_count < MAX_TLP && tlp_at < rto_at {
                 self.timers.set(Timer::Tlp, tlp_at);
             } else {
                 self.timers.stop(Timer::Tlp);
