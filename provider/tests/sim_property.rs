@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use spray::rng::Rng;
 use spray::sim::check::{check_pair, config, payload};
-use spray::sim::{addr, LinkSpec, Sim, SrdNode};
+use spray::sim::{addr, Event, EventKind, LinkSpec, Sim, SrdNode};
 use spray::time::Instant;
 use spray::{Datagrams, PeerId};
 
@@ -40,6 +40,20 @@ fn scenario(seed: u64) -> Result<String, String> {
     }
     let nodes = vec![SrdNode::new(&a), SrdNode::new(&b)];
     let mut sim = Sim::new(seed, nodes, specs);
+    // Sometimes a path, or every path, goes dark for a while (both ways).
+    if r.chance(0.3) {
+        let all = r.chance(0.3);
+        let from = Instant::from_nanos(r.below(2_000_000));
+        let until = from + Duration::from_micros(100 + r.below(5_000));
+        let k = r.below(u64::from(paths)) as usize;
+        for (a, b) in [(0, 1), (1, 0)] {
+            for (i, l) in sim.paths_mut(a, b).iter_mut().enumerate() {
+                if all || i == k {
+                    l.schedule.push(Event { from, until, kind: EventKind::Blackhole });
+                }
+            }
+        }
+    }
     let max = sim.nodes[0].srd.max_payload();
     let n0 = 1 + r.below(150);
     let n1 = if r.chance(0.5) { r.below(100) } else { 0 };
