@@ -49,7 +49,11 @@ fn scenario(seed: u64) -> Result<String, String> {
         for (a, b) in [(0, 1), (1, 0)] {
             for (i, l) in sim.paths_mut(a, b).iter_mut().enumerate() {
                 if all || i == k {
-                    l.schedule.push(Event { from, until, kind: EventKind::Blackhole });
+                    l.schedule.push(Event {
+                        from,
+                        until,
+                        kind: EventKind::Blackhole,
+                    });
                 }
             }
         }

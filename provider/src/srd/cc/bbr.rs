@@ -93,7 +93,8 @@ impl Controller for Bbr {
 
     fn window(&self) -> u64 {
         if self.bw == 0 || self.min_rtt_ns == 0 {
-            return self.initial_window.max(self.min_window);
+            // Honoured as configured: it bounds the first round trip's burst.
+            return self.initial_window;
         }
         let gain = if self.congested() { 1 } else { 2 };
         let rtt = self.min_rtt_ns + self.ack_delay_ns;
