@@ -60,10 +60,24 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
     let done = |sim: &Sim<SrdNode>| {
         (0..senders).all(|s| sim.nodes[s].acked().count() as u64 == per_sender)
     };
-    assert!(
-        sim.run_until(Instant::from_nanos(5_000_000_000), done),
-        "incast did not finish"
-    );
+    let finished = sim.run_until(Instant::from_nanos(5_000_000_000), done);
+    if !finished {
+        for s in 0..senders {
+            if sim.nodes[s].acked().count() as u64 != per_sender {
+                let st = sim.nodes[s].srd.stats();
+                eprintln!(
+                    "stuck sender {s}: acked {} {} {st:?}",
+                    sim.nodes[s].acked().count(),
+                    sim.nodes[s].srd.debug_peer(spray::PeerId(0))
+                );
+                if let Some(rp) = sim.nodes[rx].srd.peer_addr_id(addr(s)) {
+                    eprintln!("  receiver view: {}", sim.nodes[rx].srd.debug_peer(rp));
+                }
+                break;
+            }
+        }
+    }
+    assert!(finished, "incast did not finish");
     let mut fcts = Vec::new();
     for s in 0..senders {
         check_pair(&sim, s, rx, per_sender).unwrap();
@@ -74,6 +88,24 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
             .max()
             .unwrap_or(Instant::ZERO);
         fcts.push(fct.as_nanos() as f64);
+    }
+    if std::env::var("SPRAY_VERBOSE").is_ok() {
+        let mut f = fcts.clone();
+        f.sort_by(|a, b| a.total_cmp(b));
+        eprintln!(
+            "fct ms: min {:.2} med {:.2} p90 {:.2} max {:.2}",
+            f[0] / 1e6,
+            f[f.len() / 2] / 1e6,
+            f[f.len() * 9 / 10] / 1e6,
+            f[f.len() - 1] / 1e6
+        );
+        let st: Vec<(u64, u64, u64)> = (0..senders)
+            .map(|s| {
+                let x = sim.nodes[s].srd.stats();
+                (x.timeouts, x.tail_probes, x.retransmits)
+            })
+            .collect();
+        eprintln!("timeouts/tlp/retx per sender: {st:?}");
     }
     let wire = (size + 48) as f64;
     let ideal = senders as f64 * per_sender as f64 * wire / rate as f64 * 1e9;
@@ -109,40 +141,29 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
 
 // The brief's bars for 64->1 with a one-BDP buffer (max FCT <= 1.2x ideal,
 // Jain >= 0.95, drops <= 1 %) are NOT met yet: the first round trip's burst
-// (initial_window packets per sender) overflows the buffer before any
-// credit arrives, and senders whose whole flight was lost wait for a tail
-// probe / RTO. These tests check exactly-once delivery and completion under
-// incast and print the figures (see the final report); the assertions below
-// are regression guards at the level reached, not the target.
+// (initial_window packets per sender, before any credit can arrive)
+// overflows the buffer, and the losers of that burst recover a few RTTs
+// late. Figures reached (also printed): 16->1 1.63x / Jain 0.97 / 24 %
+// drops (all in the first burst); 64->1 1.60x / Jain 0.50 / 51 %; with
+// initial_window 4: 2.16x / Jain 0.96 / 5 %. The assertions guard that level.
 
 #[test]
 fn incast_16_to_1() {
     let r = incast(16, 200, 64);
-    assert!(r.jain >= 0.85, "Jain {:.3}", r.jain);
-    assert!(
-        r.max_fct_ratio <= 3.0,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
-    );
+    assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
+    assert!(r.max_fct_ratio <= 2.0, "max FCT {:.3}x ideal", r.max_fct_ratio);
 }
 
 #[test]
 fn incast_64_to_1() {
     let r = incast(64, 60, 64);
-    assert!(
-        r.max_fct_ratio <= 8.0,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
-    );
-    let _ = r.drop_rate;
+    assert!(r.max_fct_ratio <= 2.0, "max FCT {:.3}x ideal", r.max_fct_ratio);
 }
 
 #[test]
 fn incast_64_to_1_small_initial_window() {
     let r = incast(64, 60, 4);
-    assert!(
-        r.max_fct_ratio <= 8.0,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
-    );
+    assert!(r.max_fct_ratio <= 2.5, "max FCT {:.3}x ideal", r.max_fct_ratio);
+    assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
+    assert!(r.drop_rate <= 0.1, "drops {:.3}", r.drop_rate);
 }

@@ -136,6 +136,16 @@ impl Peer {
             if psn == ack.recent {
                 self.on_rtt(sample);
             }
+        } else if psn == ack.recent && self.srtt_ns == 0 {
+            // Every packet so far was resent (e.g. a first flight lost in an
+            // incast): bootstrap the RTT from the resend just acked, or the
+            // tail probe would never arm.
+            let delay = u64::from(ack.delay_us) * 1000;
+            let sample = elapsed.saturating_sub(delay);
+            if sample >= 1000 {
+                p.on_rtt(sample);
+                self.on_rtt(sample);
+            }
         }
         ctx.stats.acked += 1;
         ctx.events.push_back(DgramEvent::Acked {
@@ -244,24 +254,26 @@ impl Peer {
         self.update_timers(ctx.p);
     }
 
-    /// The retransmission timer fired: everything in flight for longer than
-    /// the RTO is declared lost, and the timer backs off.
+    /// The retransmission timer fired: the oldest packet in flight is
+    /// declared lost (one, like TCP: the ack of its resend brings an RTT,
+    /// credit and the per-path rules that find the rest; resending the whole
+    /// flight would re-flood a congested receiver), and the timer backs off.
     pub fn on_rto(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
         ctx.stats.timeouts += 1;
-        let rto = Duration::from_nanos(self.rto_ns(ctx.p));
         let mut psn = self.tx.una;
-        let mut any = false;
         while psn != self.tx.next_send {
-            let s = self.tx.slot(psn);
-            if s.state == SlotState::InFlight && s.sent + rto <= now {
+            if self.tx.slot(psn).state == SlotState::InFlight {
                 ctx.stats.rto_lost += 1;
                 self.mark_lost(ctx, now, psn, true);
-                any = true;
+                // It goes first and ignores window and credit: the flight
+                // they count may be all lost, and nothing else would move.
+                self.tx.retx.retain(|&x| x != psn);
+                self.tx.retx.push_front(psn);
+                self.tlp_psn = Some(psn);
+                self.cc.on_timeout(now);
+                break;
             }
             psn = psn.wrapping_add(1);
-        }
-        if any {
-            self.cc.on_timeout(now);
         }
         self.tx.rto_backoff = (self.tx.rto_backoff + 1).min(16);
         self.rto_base = now;

@@ -134,6 +134,7 @@ impl Srd {
                 .max(1),
             unreachable_ns: cfg.unreachable_timeout.as_nanos() as u64,
             initial_window: cfg.initial_window.max(2),
+            seed: cfg.seed,
         };
         let stats = SrdStats {
             path_sent: vec![0; usize::from(p.paths)],

@@ -40,6 +40,8 @@ pub struct Params {
     pub unreachable_ns: u64,
     /// Initial window, packets.
     pub initial_window: u32,
+    /// Seed for per-peer random choices.
+    pub seed: u64,
 }
 
 /// Shared state a peer's methods need from the endpoint.
@@ -82,6 +84,9 @@ pub struct Peer {
     pub largest_acked_sent: Instant,
     /// Retransmission timer reference: last progress or idle→busy send.
     pub rto_base: Instant,
+    /// Per-peer RTO stretch, percent (0..25): desynchronises the timeouts
+    /// of many senders that lost their first flight together (incast).
+    pub rto_jitter_pct: u64,
     /// When the latest new DATA packet arrived from this peer.
     pub rx_last_data: Option<Instant>,
     /// When the latest DATA packet left.
@@ -124,6 +129,7 @@ impl Peer {
             largest_acked_sent: Instant::ZERO,
             rto_base: Instant::ZERO,
             rx_last_data: None,
+            rto_jitter_pct: crate::rng::Rng::new(p.seed ^ (u64::from(id.0) << 32)).below(25),
             last_data_sent: Instant::ZERO,
             tlp_count: 0,
             tlp_psn: None,
@@ -151,6 +157,7 @@ impl Peer {
             self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
         };
         let b = base.clamp(p.min_rto_ns, p.max_rto_ns);
+        let b = b + b / 100 * self.rto_jitter_pct;
         b.saturating_mul(1 << self.tx.rto_backoff.min(16))
             .min(p.max_rto_ns)
     }
