@@ -38,6 +38,15 @@ fn scenario(seed: u64) -> Result<String, String> {
         a.max_datagram = 200 + r.below(9000) as usize;
         b.max_datagram = a.max_datagram;
     }
+    if r.chance(0.5) {
+        // The FFI driver's default: acknowledge at the end of each batch.
+        a.ack_delay = Duration::ZERO;
+        b.ack_delay = Duration::ZERO;
+    }
+    if r.chance(0.2) {
+        a.ack_every = 1 + r.below(32) as u32;
+        b.ack_every = a.ack_every;
+    }
     let nodes = vec![SrdNode::new(&a), SrdNode::new(&b)];
     let mut sim = Sim::new(seed, nodes, specs);
     // Sometimes a path, or every path, goes dark for a while (both ways).
