@@ -95,6 +95,7 @@ impl Peer {
         let (sent, path, pseq, sends, token) =
             (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
         let (d0, t0) = (slot.delivered, slot.delivered_at);
+        let (first_sent, first_path) = (slot.first_sent, slot.first_path);
         let buf = core::mem::take(&mut slot.buf);
         ctx.pool.give(buf);
         if was == SlotState::InFlight {
@@ -111,26 +112,33 @@ impl Peer {
         if sent > self.largest_acked_sent {
             self.largest_acked_sent = sent;
         }
+        let delay = u64::from(ack.delay_us) * 1000;
+        let elapsed = now.saturating_since(sent).as_nanos() as u64;
         let p = &mut self.paths.paths[usize::from(path)];
-        if was == SlotState::InFlight {
+        // Sent once: whether still in flight or (wrongly) declared lost, this
+        // ack is unambiguous for its path. Resent: we cannot tell which copy
+        // arrived; crediting the resend's path would make its earlier packets
+        // look overtaken (declared lost wrongly, a cascade when the first copy
+        // went on a slow path), so per-path order learns nothing from it.
+        if sends == 1 {
             p.on_acked(pseq, sent);
         }
-        let elapsed = now.saturating_since(sent).as_nanos() as u64;
-        if sends > 1
-            && was == SlotState::InFlight
-            && p.min_rtt_ns != u64::MAX
-            && elapsed < p.min_rtt_ns / 2
-        {
-            // Acked sooner than the resent copy could have travelled.
+        if sends > 1 && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
+            // Acked sooner than the resent copy could have travelled: the
+            // first copy arrived. Credit its path (a late, not a lossy one)
+            // with its RTT, so the same mistake is not made again.
             ctx.stats.spurious_retransmits += 1;
+            let fp = &mut self.paths.paths[usize::from(first_path.0)];
+            fp.on_acked(first_path.1, first_sent);
+            fp.on_rtt(now.saturating_since(first_sent).as_nanos() as u64 - delay.min(elapsed));
         }
-        if sends == 1 && was == SlotState::InFlight {
+        let p = &mut self.paths.paths[usize::from(path)];
+        if sends == 1 {
             // `delay_us` is exact for `recent` only; every other packet of this
             // ack arrived earlier and waited at least as long, so the same
             // subtraction gives an upper bound of its RTT: good enough to rank
             // paths (each path needs samples, and `recent` is rarely on a slow
             // one), while the peer-wide RTT behind the timers takes exact ones.
-            let delay = u64::from(ack.delay_us) * 1000;
             let sample = elapsed.saturating_sub(delay).max(1);
             p.on_rtt(sample);
             if psn == ack.recent {
@@ -182,18 +190,27 @@ impl Peer {
                     p.rttvar_ns
                 };
                 let later_acked = p.acked_seq > pseq + 1;
-                let mut lost = p.acked_seq >= pseq + 1 + REORDER_PACKETS;
+                let mut lost = false;
                 let mut deadline: Option<Instant> = None;
-                if later_acked {
+                if p.acked_seq >= pseq + 1 + REORDER_PACKETS {
+                    ctx.stats.lost_by_count += 1;
+                    lost = true;
+                } else if later_acked {
                     let t = slot.sent + Duration::from_nanos(srtt + srtt / 4 + var);
-                    lost |= now >= t;
+                    if now >= t {
+                        ctx.stats.lost_by_time += 1;
+                        lost = true;
+                    }
                     deadline = Some(t);
                 }
-                if self.largest_acked_sent > slot.sent {
+                if !lost && self.largest_acked_sent > slot.sent {
                     // Something sent after it (on any path) was acked: it is
                     // overdue once well past its own path's RTT.
                     let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
-                    lost |= now >= t;
+                    if now >= t {
+                        ctx.stats.lost_overdue += 1;
+                        lost = true;
+                    }
                     deadline = Some(deadline.map_or(t, |d| d.min(t)));
                 }
                 if lost {

@@ -200,6 +200,10 @@ impl Peer {
         slot.sent = now;
         slot.path = path;
         slot.pseq = pseq;
+        if slot.sends == 0 {
+            slot.first_sent = now;
+            slot.first_path = (path, pseq);
+        }
         slot.sends += 1;
         slot.delivered = delivered;
         slot.delivered_at = delivered_at;

@@ -17,6 +17,12 @@ pub struct SrdStats {
     pub retransmits: u64,
     /// Packets declared lost (per-path ordering, overdue, or RTO).
     pub lost: u64,
+    /// Packets declared lost because 3 later ones on their path were acked.
+    pub lost_by_count: u64,
+    /// Packets declared lost by the per-path reorder window (RACK).
+    pub lost_by_time: u64,
+    /// Packets declared lost as overdue (later packets on other paths acked).
+    pub lost_overdue: u64,
     /// Packets declared lost by the retransmission timer (the last resort).
     pub rto_lost: u64,
     /// Tail-loss probes sent.

@@ -38,6 +38,10 @@ pub struct Slot {
     pub path: u8,
     /// Path sequence number of the latest transmission.
     pub pseq: u64,
+    /// When the first transmission left.
+    pub first_sent: Instant,
+    /// Path and path sequence number of the first transmission.
+    pub first_path: (u8, u64),
     /// Transmissions so far.
     pub sends: u32,
     /// Peer's `delivered` bytes when this was sent (rate sampling).
@@ -59,6 +63,8 @@ impl Slot {
             sent: Instant::ZERO,
             path: 0,
             pseq: 0,
+            first_sent: Instant::ZERO,
+            first_path: (0, 0),
             sends: 0,
             delivered: 0,
             delivered_at: Instant::ZERO,
