@@ -97,7 +97,10 @@ impl Controller for Bbr {
             return self.initial_window;
         }
         let gain = if self.congested() { 1 } else { 2 };
-        let rtt = self.min_rtt_ns + self.ack_delay_ns;
+        // Min RTT plus the receiver's ack hold; but at least half the median
+        // path RTT, so spraying jitter (RTTs spread far above the min) does
+        // not starve the pipe. Half, so that our own queue cannot feed back.
+        let rtt = (self.min_rtt_ns + self.ack_delay_ns).max(self.median_srtt_ns / 2);
         let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX))
             as u64;
         bdp.saturating_mul(gain).max(self.min_window)
