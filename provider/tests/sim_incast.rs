@@ -151,19 +151,31 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
 fn incast_16_to_1() {
     let r = incast(16, 200, 64);
     assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
-    assert!(r.max_fct_ratio <= 2.0, "max FCT {:.3}x ideal", r.max_fct_ratio);
+    assert!(
+        r.max_fct_ratio <= 2.0,
+        "max FCT {:.3}x ideal",
+        r.max_fct_ratio
+    );
 }
 
 #[test]
 fn incast_64_to_1() {
     let r = incast(64, 60, 64);
-    assert!(r.max_fct_ratio <= 2.0, "max FCT {:.3}x ideal", r.max_fct_ratio);
+    assert!(
+        r.max_fct_ratio <= 2.0,
+        "max FCT {:.3}x ideal",
+        r.max_fct_ratio
+    );
 }
 
 #[test]
 fn incast_64_to_1_small_initial_window() {
     let r = incast(64, 60, 4);
-    assert!(r.max_fct_ratio <= 2.5, "max FCT {:.3}x ideal", r.max_fct_ratio);
+    assert!(
+        r.max_fct_ratio <= 2.5,
+        "max FCT {:.3}x ideal",
+        r.max_fct_ratio
+    );
     assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
     assert!(r.drop_rate <= 0.1, "drops {:.3}", r.drop_rate);
 }
