@@ -169,10 +169,10 @@ nft_drop() {
 	[ "$permyriad" -le 0 ] && return 0
 	[ "$permyriad" -le 10000 ] || die "loss must be 0..100"
 	nsx "$ns" nft add table inet "$table"
-	nsx "$ns" nft "add chain inet $table fwd { type filter hook forward priority 0; policy accept; }"
-	nsx "$ns" nft add rule inet "$table" fwd tcp dport "$CTRL_PORT" accept
-	nsx "$ns" nft add rule inet "$table" fwd tcp sport "$CTRL_PORT" accept
-	nsx "$ns" nft add rule inet "$table" fwd oifname "$oif" numgen random mod 10000 '<' "$permyriad" counter drop
+	nsx "$ns" nft "add chain inet $table fw { type filter hook forward priority 0; policy accept; }"
+	nsx "$ns" nft add rule inet "$table" fw tcp dport "$CTRL_PORT" accept
+	nsx "$ns" nft add rule inet "$table" fw tcp sport "$CTRL_PORT" accept
+	nsx "$ns" nft add rule inet "$table" fw oifname "$oif" numgen random mod 10000 '<' "$permyriad" counter drop
 }
 
 loss() {

@@ -245,11 +245,11 @@ static int run_recv(struct transport *t)
 	double span = opt.mode == MODE_BURST ? max_fct / 1e9 : opt.duration_ms / 1000.0;
 	printf("{\"kind\":\"summary\",\"transport\":\"%s\",\"mode\":\"%s\",\"flows\":%d,\"completed\":%d,"
 	       "\"bytes\":%" PRIu64 ",\"span_s\":%.6f,\"goodput_mbps\":%.3f,\"errors\":%" PRIu64
-	       ",\"timeout\":%s,\"rx_cpu_s\":%.3f}\n",
+	       ",\"timeout\":%s,\"elapsed_s\":%.6f,\"rx_cpu_s\":%.3f}\n",
 	       transport_name(), opt.mode == MODE_BURST ? "burst" : "sustained", opt.flows,
 	       opt.mode == MODE_BURST ? completed : opt.flows, total, span,
 	       span > 0 ? total * 8.0 / span / 1e6 : 0.0, st.errors, finished == 2 ? "true" : "false",
-	       cpu_s());
+	       go ? ((int64_t)(now_ns() - start)) / 1e9 : 0.0, cpu_s());
 	fflush(stdout);
 	t->close();
 	return finished == 2 ? 3 : 0;
