@@ -55,7 +55,8 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
         elapsed))
     L.append("\nIncast: %d sender hosts -> switch -> receiver, bottleneck %s (%s, %d B buffer) on the "
              "switch egress. ECMP: A -> R1 => %d links x %s (%d B buffer each) => R2 -> B, "
-             "fib_multipath_hash_policy=3. Loss by nft `numgen random` (no netem); offloads off. "
+             "fib_multipath_hash_policy=3. Loss by netem where the kernel has it, else nft `numgen "
+             "random` (section 5 says which); bad-link drops by nft; offloads off. "
              "Messages of %d B, 4 outstanding per flow; FCT measured at the receiver from the "
              "common start instant. CPU = the traffic processes' share of all CPUs (start-up "
              "included) / the whole machine's busy share during the trial (other work on the 2 "
@@ -106,7 +107,9 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
             L.append(table(["link state", "transport", "rep", "done", "FCT p50 s", "FCT max s",
                             "goodput Mbit/s", "packets per link", "CPU"], rows))
 
-    L.append("\n## 5. Loss sweep\n\nRandom loss on R2 -> B (all data packets, control port spared).\n\n")
+    how = sorted({r.get("loss_how", "").split(" via ")[-1] for r in by("5")} - {""})
+    L.append("\n## 5. Loss sweep\n\nRandom loss on R2 -> B (data direction; via %s; nft spares the "
+             "control port).\n\n" % ("/".join(how) or "?"))
     rows = []
     for r in by("5"):
         f = stats.fcts(r)

@@ -95,10 +95,10 @@ class Ctx:
         r["exp"] = exp
         r["ideal_s"] = ideal_s
         s = r["summary"] or {}
-        print("  [%5.1fs] %-40s ok=%s completed=%s/%d goodput=%s Mbit/s cpu=%s" % (
+        print("  [%5.1fs] %-40s ok=%s completed=%s/%d goodput=%s Mbit/s cpu ours/machine=%s/%s" % (
             time.time() - t0, tag, r["ok"], stats.completed(r) if mode == "burst" else "-", flows,
             stats.fmt(stats.goodput_mbps(r) if mode == "burst" else s.get("goodput_mbps")),
-            stats.fmt(r["cpu_busy"], 2)), file=sys.stderr, flush=True)
+            stats.fmt(r["tool_cpu"], 2), stats.fmt(r["cpu_busy"], 2)), file=sys.stderr, flush=True)
         self.trials.append(r)
         return r
 
@@ -157,11 +157,11 @@ def exp5_loss(ctx):
     n, size = ctx.p["loss_work"]
     try:
         for p in ctx.p["loss"]:
-            runner.testbed("loss", "ecmp", p, env=NET)
+            how = runner.testbed("loss", "ecmp", p, env=NET).strip()
             for tr in ctx.transports:
                 r = ctx.trial("5", "ecmp", tr, "burst", n, bytes_=size,
                               ideal_s=n * size * 8 / ecmp_capacity())
-                r["loss"] = p
+                r["loss"], r["loss_how"] = p, how
     finally:
         runner.testbed("loss", "ecmp", 0, env=NET)
 

@@ -6,7 +6,8 @@
 #   down                     delete every sprx- namespace (by name); idempotent
 #   status                   list namespaces, qdiscs and filter rules
 #   loss incast|ecmp PCT     random loss of PCT % (0 removes) on the path to the receiver
-#                            (incast: switch -> rx; ecmp: R2 -> B); netem if present, else nft
+#                            (incast: switch -> rx, nft; ecmp: R2 -> B, netem if the kernel
+#                            has it and USE_NETEM != 0, else nft numgen)
 #   bad drop LINK PCT        ECMP link LINK (0-based) drops PCT % in R1 -> R2 direction (nft)
 #   bad slow LINK FACTOR     ECMP link LINK shaped FACTOR times slower than the others (tbf)
 #   bad clear                restore every ECMP link
@@ -153,11 +154,11 @@ check_tools() {
 
 have_netem() {
 	# Probe on a dummy qdisc target inside a scratch namespace.
-	ip netns add sprx-probe 2>/dev/null || true
-	ip -n sprx-probe link set lo up
+	ip netns add sprx-netem-probe 2>/dev/null || true
+	ip -n sprx-netem-probe link set lo up
 	local ok=1
-	ip netns exec sprx-probe tc qdisc add dev lo root netem loss 0% 2>/dev/null && ok=0
-	ip netns del sprx-probe 2>/dev/null || true
+	ip netns exec sprx-netem-probe tc qdisc add dev lo root netem loss 0% 2>/dev/null && ok=0
+	ip netns del sprx-netem-probe 2>/dev/null || true
 	return $ok
 }
 
@@ -182,13 +183,20 @@ loss() {
 	ecmp) ns=r2 oif=r2-b ;;
 	*) die "loss: incast or ecmp" ;;
 	esac
-	# netem would delay/drop before the shaper; this kernel lacks it, so nft is the default
-	# and netem is used only where USE_NETEM=1 asks for it and the kernel has it.
-	if [ "${USE_NETEM:-0}" = 1 ] && have_netem; then
-		nsx "$ns" tc qdisc del dev "$oif" root 2>/dev/null || true
-		nsx "$ns" tc qdisc add dev "$oif" root netem loss "$pct%"
+	# netem where the kernel has it (USE_NETEM=0 forces nft). sw-rx carries the incast shaper
+	# as its root qdisc, so incast loss always uses nft and leaves the bottleneck alone.
+	nsx "$ns" nft delete table inet sprx_loss 2>/dev/null || true
+	if nsx "$ns" tc qdisc show dev "$oif" | grep -q netem; then
+		nsx "$ns" tc qdisc del dev "$oif" root
+	fi
+	if [ "$where" = ecmp ] && [ "${USE_NETEM:-1}" = 1 ] && have_netem; then
+		if awk -v p="$pct" 'BEGIN { exit !(p > 0) }'; then
+			nsx "$ns" tc qdisc add dev "$oif" root netem loss "$pct%"
+		fi
+		echo "loss $where $pct% via netem"
 	else
 		nft_drop "$ns" sprx_loss "$oif" "$pct"
+		echo "loss $where $pct% via nft"
 	fi
 }
 

@@ -140,8 +140,7 @@ static int k_tx_connect(const char *server_hex)
 	const struct opts *o = g_opts;
 	for (int f = 0; f < tx_n; f++) {
 		int fd = ctrl_connect(o->server_ip, o->ctrl_port + 1, 10000);
-		/* Bind failure is impossible here: ctrl_connect already connected; the source address
-		 * follows the route (the namespace has one interface). */
+		/* The source address follows the route (a host namespace has one interface). */
 		uint32_t id = (uint32_t)(o->flow_base + f);
 		unsigned char h[4] = {id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, id >> 24};
 		int off = 0;
