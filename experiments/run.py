@@ -146,6 +146,13 @@ def exp4_bad_path(ctx):
                     r = ctx.trial("4", "ecmp", tr, "burst", 1, bytes_=s_one,
                                   ideal_s=s_one * 8 / ecmp_capacity())
                     r["cond"], r["work"], r["rep"] = name, "one", rep
+                if tr.name == "kernel-tcp" and bad:
+                    # Where the hash decides, 1 in K TCP flows meets the bad link: show that case.
+                    port = runner.sport_on_link(0, first=41000 + 1000 * len(name))
+                    if port:
+                        r = ctx.trial("4", "ecmp", tr, "burst", 1, bytes_=s_one, sport=port,
+                                      ideal_s=s_one * 8 / ecmp_capacity())
+                        r["cond"], r["work"], r["rep"] = name, "one", "on bad link"
                 r = ctx.trial("4", "ecmp", tr, "burst", n_many, bytes_=s_many,
                               ideal_s=n_many * s_many * 8 / ecmp_capacity())
                 r["cond"], r["work"] = name, "many"

@@ -97,6 +97,18 @@ def link_counters():
         return {}
 
 
+def sport_on_link(link, first=40000, tries=2000):
+    """A TCP source port whose A -> B flow (to the kernel TCP data port) R1 hashes onto link
+    r1-l<link>, as the kernel predicts it (`ip route get`, correct under hash policy 3)."""
+    src, dst = TOPO["ecmp"]["senders"][0][1], TOPO["ecmp"]["rx"][1]
+    for p in range(first, first + tries):
+        out = sh(["ip", "netns", "exec", "sprx-r1", "ip", "route", "get", dst, "from", src, "iif",
+                  "r1-a", "ipproto", "tcp", "sport", str(p), "dport", str(CTRL_PORT + 1)])
+        if " dev r1-l%d " % link in out + " ":
+            return p
+    return None
+
+
 def split_flows(flows, hosts):
     """[(host_index, flow_base, n)] with flows spread round-robin over hosts, <= FLOWS_PER_PROC
     per process."""
@@ -129,7 +141,7 @@ def kill_group(procs):
 
 
 def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms=2000,
-          window=4, timeout_s=30, logdir=None, tag="trial"):
+          window=4, timeout_s=30, logdir=None, tag="trial", sport=None):
     """Runs one trial; returns a dict with the receiver's lines, summary, cpu and link deltas."""
     t = TOPO[topo]
     rx_ns, rx_ip = t["rx"]
@@ -154,6 +166,8 @@ def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms
             cmd = ["ip", "netns", "exec", ns, TRAFFIC, "send", "--bind", ip, "--server", rx_ip,
                    "--port", str(CTRL_PORT), "--flows", str(n), "--flow-base", str(base),
                    "--timeout-s", str(timeout_s + 10)] + tr.args()
+            if sport and tr.name == "kernel-tcp":
+                cmd += ["--sport", str(sport + base)]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, env=env))
         try:
             out, _ = rx.communicate(timeout=timeout_s + 20)

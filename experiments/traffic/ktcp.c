@@ -139,7 +139,7 @@ static int k_tx_connect(const char *server_hex)
 	(void)server_hex;
 	const struct opts *o = g_opts;
 	for (int f = 0; f < tx_n; f++) {
-		int fd = ctrl_connect(o->server_ip, o->ctrl_port + 1, 10000);
+		int fd = ctrl_connect_from(o->server_ip, o->ctrl_port + 1, o->sport ? o->sport + f : 0, 10000);
 		/* The source address follows the route (a host namespace has one interface). */
 		uint32_t id = (uint32_t)(o->flow_base + f);
 		unsigned char h[4] = {id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, id >> 24};

@@ -52,7 +52,8 @@ static void usage(void)
 		"  --window N           (recv) messages outstanding per flow (<= 64)\n"
 		"  --sample-ms N        (recv) sustained sample period (default 100)\n"
 		"  --timeout-s N        bound on the whole run (default 60)\n"
-		"  --idle-us N          sleep when idle, us (0 = yield; default 20)\n");
+		"  --idle-us N          sleep when idle, us (0 = yield; default 20)\n"
+		"  --sport N            (send, kernel TCP) flow f binds source port N + f\n");
 	exit(2);
 }
 
@@ -83,7 +84,7 @@ static void parse(int argc, char **argv)
 		{"prov", 1, 0, 'P'},      {"kernel-tcp", 0, 0, 'K'}, {"flows", 1, 0, 'f'},
 		{"flow-base", 1, 0, 'B'}, {"mode", 1, 0, 'm'},      {"bytes", 1, 0, 'n'},
 		{"msg", 1, 0, 'M'},       {"duration-ms", 1, 0, 'd'}, {"window", 1, 0, 'w'},
-		{"timeout-s", 1, 0, 't'}, {"idle-us", 1, 0, 'i'},   {"sample-ms", 1, 0, 'S'},
+		{"timeout-s", 1, 0, 't'}, {"idle-us", 1, 0, 'i'},   {"sample-ms", 1, 0, 'S'}, {"sport", 1, 0, 'o'},
 		{0, 0, 0, 0}};
 	int c;
 	optind = 2;
@@ -108,6 +109,7 @@ static void parse(int argc, char **argv)
 		case 't': opt.timeout_s = atoi(optarg); break;
 		case 'i': opt.idle_us = atoi(optarg); break;
 		case 'S': opt.sample_ms = atoi(optarg); break;
+		case 'o': opt.sport = atoi(optarg); break;
 		default: usage();
 		}
 	}

@@ -31,6 +31,7 @@ struct opts {
 	int idle_us;           /* sleep when a loop pass did nothing (0 = yield) */
 	int sample_ms;         /* sustained: sampling period */
 	int start_delay_ms;    /* receiver: GO start time = now + this */
+	int sport;             /* sender, kernel TCP: flow f binds source port sport + f (0 = any) */
 };
 
 /* time.c-like helpers (util.c) */
@@ -48,6 +49,8 @@ struct line_conn {
 };
 int ctrl_listen(const char *ip, int port);
 int ctrl_connect(const char *ip, int port, int timeout_ms);
+/* As ctrl_connect, from source port sport (0 = ephemeral). */
+int ctrl_connect_from(const char *ip, int port, int sport, int timeout_ms);
 int ctrl_accept(int lfd); /* -1 when none pending */
 void line_init(struct line_conn *c, int fd);
 /* Next complete line (NUL-terminated, without '\n') or NULL; never blocks. */

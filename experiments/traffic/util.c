@@ -92,12 +92,25 @@ int ctrl_listen(const char *ip, int port)
 /* Retries (bounded by timeout_ms) while the receiver is not listening yet. */
 int ctrl_connect(const char *ip, int port, int timeout_ms)
 {
+	return ctrl_connect_from(ip, port, 0, timeout_ms);
+}
+
+int ctrl_connect_from(const char *ip, int port, int sport, int timeout_ms)
+{
 	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 	struct sockaddr_in a = sin_of(ip, port);
 	for (;;) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			die("socket: %s", strerror(errno));
+		if (sport) {
+			/* A chosen source port places a kernel TCP flow on a chosen ECMP link. */
+			int one = 1;
+			struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sport)};
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+			if (bind(fd, (struct sockaddr *)&s, sizeof s) != 0)
+				die("bind source port %d: %s", sport, strerror(errno));
+		}
 		if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
 			int one = 1;
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
