@@ -13,13 +13,21 @@ use std::time::{Duration, Instant};
 const TIMEOUT: Duration = Duration::from_secs(600);
 
 fn ok_cmd(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd).args(args).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -29,7 +37,15 @@ fn missing(root: &Path, transports: &[String]) -> Vec<String> {
     if !is_root() {
         why.push("not root".to_string());
     }
-    for (cmd, arg) in [("ip", "-V"), ("tc", "-V"), ("nft", "--version"), ("ethtool", "--version"), ("python3", "--version"), ("make", "--version"), ("gcc", "--version")] {
+    for (cmd, arg) in [
+        ("ip", "-V"),
+        ("tc", "-V"),
+        ("nft", "--version"),
+        ("ethtool", "--version"),
+        ("python3", "--version"),
+        ("make", "--version"),
+        ("gcc", "--version"),
+    ] {
         if !ok_cmd(cmd, &[arg]) {
             why.push(format!("no {cmd}"));
         }
@@ -40,7 +56,9 @@ fn missing(root: &Path, transports: &[String]) -> Vec<String> {
     if why.is_empty() && !ok_cmd("ip", &["netns", "add", "sprx-probe"]) {
         why.push("cannot create network namespaces".to_string());
     }
-    let _ = Command::new("ip").args(["netns", "del", "sprx-probe"]).output();
+    let _ = Command::new("ip")
+        .args(["netns", "del", "sprx-probe"])
+        .output();
     if transports.iter().any(|t| t == "spray") && !root.join("build/libspray-fi.so").exists() {
         why.push("no build/libspray-fi.so (cargo build --release --lib && cp target/release/libspray_fi.so build/libspray-fi.so)".to_string());
     }
@@ -53,14 +71,23 @@ fn rows_with_numbers(section: &str, transport: &str) -> usize {
     section
         .lines()
         .filter(|l| l.contains(&cell))
-        .filter(|l| l.split('|').any(|c| c.trim().parse::<f64>().map(|v| v.is_finite()).unwrap_or(false)))
+        .filter(|l| {
+            l.split('|').any(|c| {
+                c.trim()
+                    .parse::<f64>()
+                    .map(|v| v.is_finite())
+                    .unwrap_or(false)
+            })
+        })
         .count()
 }
 
 #[test]
 fn experiments_quick_pipeline() {
     let ci = std::env::var("CI").map(|v| v == "true").unwrap_or(false);
-    let wanted = std::env::var("SPRAY_EXP").map(|v| v == "1").unwrap_or(false);
+    let wanted = std::env::var("SPRAY_EXP")
+        .map(|v| v == "1")
+        .unwrap_or(false);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let transports: Vec<String> = std::env::var("SPRAY_EXP_TRANSPORTS")
         .unwrap_or_else(|_| "spray,tcp,kernel-tcp".to_string())
@@ -74,7 +101,11 @@ fn experiments_quick_pipeline() {
     }
     let why = missing(&root, &transports);
     if !why.is_empty() {
-        assert!(!ci, "experiment prerequisites missing under CI=true: {}", why.join(", "));
+        assert!(
+            !ci,
+            "experiment prerequisites missing under CI=true: {}",
+            why.join(", ")
+        );
         println!("skipped: {}", why.join(", "));
         return;
     }
@@ -97,7 +128,10 @@ fn experiments_quick_pipeline() {
         if start.elapsed() > TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = Command::new("bash").arg(root.join("experiments/testbed.sh")).arg("down").status();
+            let _ = Command::new("bash")
+                .arg(root.join("experiments/testbed.sh"))
+                .arg("down")
+                .status();
             panic!("run.py --quick did not finish in {TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -111,14 +145,31 @@ fn experiments_quick_pipeline() {
             .find(|s| s.starts_with(&format!("{n}. ")))
             .unwrap_or_else(|| panic!("report has no section {n}"));
         for t in &transports {
-            assert!(rows_with_numbers(sec, t) > 0, "section {n} has no numbers for {t}:\n{sec}");
+            assert!(
+                rows_with_numbers(sec, t) > 0,
+                "section {n} has no numbers for {t}:\n{sec}"
+            );
         }
     }
-    for png in ["fct_cdf.png", "throughput_time.png", "goodput_loss.png", "links.png"] {
+    for png in [
+        "fct_cdf.png",
+        "throughput_time.png",
+        "goodput_loss.png",
+        "links.png",
+    ] {
         let bytes = std::fs::read(out.join(png)).unwrap_or_else(|_| panic!("{png} written"));
-        assert!(bytes.len() > 1000 && bytes.starts_with(b"\x89PNG"), "{png} is not a PNG plot");
+        assert!(
+            bytes.len() > 1000 && bytes.starts_with(b"\x89PNG"),
+            "{png} is not a PNG plot"
+        );
     }
     // The testbed is torn down afterwards.
-    let ns = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains("sprx-"), "sprx- namespaces left behind");
+    let ns = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("sprx-"),
+        "sprx- namespaces left behind"
+    );
 }
