@@ -92,7 +92,9 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
 
     L.append("\n## 4. Bad path\n\nLink 0 of %d drops 30 %% (drop30) or runs 10x slower (slow10x). "
              "One flow (repetitions: a TCP flow lands on the bad link only if its hash says so) and "
-             "many flows.\n" % net["LINKS"])
+             "many flows. `on bad link`: a kernel TCP flow placed on link 0 by its source port "
+             "(chosen with `ip route get`). Packets per link count what R1 transmitted: packets "
+             "the bad link drops are not in them.\n" % net["LINKS"])
     for work in ("one", "many"):
         rs = [r for r in by("4") if r.get("work") == work]
         rows = []
