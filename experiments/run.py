@@ -226,8 +226,18 @@ def main():
     ap.add_argument("--msg", type=int, default=64 * KiB, help="message size, bytes")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-up", action="store_true", help="leave the testbed up afterwards")
+    ap.add_argument("--report-only", metavar="DIR", help="rewrite DIR/report.md from DIR/results.json")
     args = ap.parse_args()
     ensure_matplotlib(args.no_plots)
+    if args.report_only:
+        import report
+
+        with open(os.path.join(args.report_only, "results.json")) as f:
+            d = json.load(f)
+        args.quick = d["quick"]
+        print(report.write(args.report_only, d["trials"], d["net"], d["params"], d["notes"],
+                           d["elapsed_s"], args, plots=not args.no_plots))
+        return 0
     if os.geteuid() != 0:
         sys.exit("run.py: needs root (network namespaces)")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
