@@ -64,6 +64,15 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
              "CPU-bound rather than network-bound.\n\n" % (
                  net["SENDERS"], net["RATE"], "tbf", net["BUF"], net["LINKS"], net["LINK_RATE"],
                  net["LINK_BUF"], args.msg))
+    sat = [r for r in trials if (r.get("cpu_busy") or 0) > 0.9]
+    ours = [r["tool_cpu"] for r in trials if r.get("tool_cpu") is not None]
+    if trials:
+        L.append("CPU: the machine was > 90 %% busy in %d of %d trials; the traffic processes used "
+                 "%.0f %% of the CPUs on average (max %.0f %%). A saturated machine (other work on "
+                 "the 2 vCPUs) can limit any transport, user-space progress loops most: compare "
+                 "transports within one run, not against remembered numbers.\n\n" % (
+                     len(sat), len(trials), 100 * sum(ours) / max(1, len(ours)),
+                     100 * max(ours, default=0)))
     for t, n in sorted(notes.items()):
         L.append("- **%s**: %s\n" % (t, n))
     L.append("\n## 1. Burst incast\n\nAll flows start together; ideal = total bytes / bottleneck rate.\n")

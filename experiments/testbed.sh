@@ -97,7 +97,7 @@ shape() {
 	[ "$rate" = none ] && return 0
 	if [ "$QDISC" = htb ]; then
 		nsx "$ns" tc qdisc add dev "$dev" root handle 1: htb default 1
-		nsx "$ns" tc class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate"
+		nsx "$ns" tc class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" burst 16k quantum 1514
 		nsx "$ns" tc qdisc add dev "$dev" parent 1:1 bfifo limit "$buf"
 	else
 		nsx "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst 16kb limit "$buf"
