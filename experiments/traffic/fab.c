@@ -256,7 +256,6 @@ static int tx_free[MAX_PROC_FLOWS][65]; /* stack of free op slots */
 static int tx_nfree[MAX_PROC_FLOWS];
 static uint64_t tx_posted_bytes[MAX_PROC_FLOWS];
 static int tx_warm_left;
-static int tx_cur; /* flow whose CQ is being drained */
 
 static void tx_comp(struct fi_cq_tagged_entry *e)
 {
@@ -324,7 +323,6 @@ static int fab_tx_progress(int sending, uint64_t deadline_ns)
 	const struct opts *o = g_opts;
 	int work = 0;
 	for (int f = 0; f < tx_n; f++) {
-		tx_cur = f;
 		work += drain(&tx[f], NULL, tx_comp);
 		while (sending && tx_nfree[f] > 0) {
 			uint64_t len = o->msg;
