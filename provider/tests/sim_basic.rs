@@ -8,7 +8,10 @@ use spray::sim::{addr, LinkSpec, Sim, SrdNode};
 use spray::time::Instant;
 
 fn pair(seed: u64, paths: u8, spec: LinkSpec) -> Sim<SrdNode> {
-    let nodes = vec![SrdNode::new(&config(0, paths, 10)), SrdNode::new(&config(1, paths, 20))];
+    let nodes = vec![
+        SrdNode::new(&config(0, paths, 10)),
+        SrdNode::new(&config(1, paths, 20)),
+    ];
     Sim::new(seed, nodes, vec![spec; usize::from(paths)])
 }
 
@@ -60,7 +63,12 @@ fn ping_pong_one_packet_each_way() {
     assert_eq!(a.tx_data, rounds);
     assert_eq!(b.tx_data, rounds);
     // Only the very last message may need a pure ack (no reply carries it).
-    assert!(a.tx_acks <= 1 && b.tx_acks <= 1, "pure acks: {} {}", a.tx_acks, b.tx_acks);
+    assert!(
+        a.tx_acks <= 1 && b.tx_acks <= 1,
+        "pure acks: {} {}",
+        a.tx_acks,
+        b.tx_acks
+    );
 }
 
 #[test]
@@ -77,7 +85,55 @@ fn repairs_random_loss() {
         let ok = sim.run_until(secs(2.0), |s| s.nodes[0].acked().count() as u64 == n);
         let o = check_pair(&sim, 0, 1, n).unwrap();
         let st = sim.nodes[0].srd.stats().clone();
-        println!("seed {seed}: {o:?} t={:?} {st:?} {:?}", sim.now, sim.nodes[1].srd.stats());
+        println!(
+            "seed {seed}: {o:?} t={:?} {st:?} {:?}",
+            sim.now,
+            sim.nodes[1].srd.stats()
+        );
         assert!(ok, "seed {seed}: not done: {o:?} {st:?}");
+    }
+}
+
+/// Ping-pong (fi_pingpong style) with 1 % and 5 % loss: every round
+/// completes, and a lost packet costs a few RTTs (tail probe), not an RTO.
+#[test]
+fn ping_pong_with_loss_does_not_stall() {
+    for (loss, seed) in [(0.01, 31u64), (0.05, 32)] {
+        let mut spec = LinkSpec::ideal(Duration::from_micros(10));
+        spec.loss = loss;
+        let mut sim = pair(seed, 8, spec);
+        let rounds = 2000u64;
+        let mut worst = Duration::ZERO;
+        for r in 0..rounds {
+            let t0 = sim.now;
+            let want = r as usize + 1;
+            sim.nodes[0].push(addr(1), r, payload(r, 64));
+            assert!(
+                sim.run_until(secs(100.0), |s| s.nodes[1].arrived.len() >= want),
+                "seed {seed}: ping {r} lost"
+            );
+            sim.nodes[1].push(addr(0), r, payload(r, 64));
+            assert!(
+                sim.run_until(secs(100.0), |s| s.nodes[0].arrived.len() >= want),
+                "seed {seed}: pong {r} lost"
+            );
+            worst = worst.max(sim.now.saturating_since(t0));
+        }
+        let (a, b) = (
+            sim.nodes[0].srd.stats().clone(),
+            sim.nodes[1].srd.stats().clone(),
+        );
+        let avg_us = sim.now.as_nanos() as f64 / rounds as f64 / 1e3;
+        println!(
+            "ping-pong loss {loss}: avg round {avg_us:.1} us (ideal 20), worst {worst:?}, tail probes {}, timeouts {}",
+            a.tail_probes + b.tail_probes,
+            a.timeouts + b.timeouts
+        );
+        assert!(check_pair(&sim, 0, 1, rounds).is_ok() && check_pair(&sim, 1, 0, rounds).is_ok());
+        // Far below the 2 ms minimum RTO on average.
+        assert!(
+            avg_us < 20.0 * (1.0 + 20.0 * loss) + 10.0,
+            "avg round {avg_us:.1} us"
+        );
     }
 }

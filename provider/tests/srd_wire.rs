@@ -84,7 +84,11 @@ fn round_trip_random() {
             psn: rng.next_u64() as u32,
             psn_floor: rng.next_u64() as u32,
             ack,
-            payload_len: if ty == PacketType::Data { rng.below(100) as u16 } else { 0 },
+            payload_len: if ty == PacketType::Data {
+                rng.below(100) as u16
+            } else {
+                0
+            },
         };
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut buf).unwrap();
@@ -97,23 +101,44 @@ fn round_trip_random() {
 fn rejects_bad_headers() {
     let mut buf = [0u8; HEADER_LEN + 3];
     sample().emit(&mut buf).unwrap();
-    assert_eq!(Packet::new_checked(&buf[..HEADER_LEN + 2]).unwrap_err(), WireError::Truncated);
-    assert_eq!(Packet::new_checked(&buf[..10]).unwrap_err(), WireError::Truncated);
+    assert_eq!(
+        Packet::new_checked(&buf[..HEADER_LEN + 2]).unwrap_err(),
+        WireError::Truncated
+    );
+    assert_eq!(
+        Packet::new_checked(&buf[..10]).unwrap_err(),
+        WireError::Truncated
+    );
     let mut b = buf;
     b[0] = 2;
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::BadVersion));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::BadVersion)
+    );
     let mut b = buf;
     b[1] = 0;
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::BadType));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::BadType)
+    );
     let mut b = buf;
     b[2] |= 0x80;
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::Malformed));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
     let mut b = buf;
     b[8..12].fill(0);
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::Malformed));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
     let mut b = buf;
     b[1] = 2; // ACK with payload
-    assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(WireError::Malformed));
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
     assert!(sample().emit(&mut [0u8; 10]).is_err());
 }
 

@@ -3,7 +3,7 @@
 //! Tagged and untagged matching (posted and unexpected queues), send-order
 //! matching per peer (`FI_ORDER_SAS`) although datagrams arrive in any order,
 //! segmentation and reassembly with placement by offset, truncation, cancel,
-//! peek/claim/discard, and completions. Protocol: `PROTOCOL-msg.md`.
+//! peek/claim/discard, and completions. Protocol: `PROTOCOL.md` §9.
 
 mod completion;
 mod matching;

@@ -30,7 +30,15 @@ pub struct LinkSpec {
 impl LinkSpec {
     /// A lossless link with `delay` and no bandwidth limit.
     pub fn ideal(delay: Duration) -> Self {
-        LinkSpec { delay, jitter: Duration::ZERO, bandwidth: 0, buffer: 0, loss: 0.0, dup: 0.0, corrupt: 0.0 }
+        LinkSpec {
+            delay,
+            jitter: Duration::ZERO,
+            bandwidth: 0,
+            buffer: 0,
+            loss: 0.0,
+            dup: 0.0,
+            corrupt: 0.0,
+        }
     }
 }
 
@@ -122,7 +130,8 @@ impl Link {
         let start = self.busy_until.max(now);
         if self.spec.bandwidth > 0 {
             let queued_ns = start.saturating_since(now).as_nanos() as u64;
-            let queued_bytes = (u128::from(queued_ns) * u128::from(self.spec.bandwidth) / 1_000_000_000) as u64;
+            let queued_bytes =
+                (u128::from(queued_ns) * u128::from(self.spec.bandwidth) / 1_000_000_000) as u64;
             if self.spec.buffer > 0 && queued_bytes + len as u64 > self.spec.buffer {
                 self.stats.overflow += 1;
                 return [None, None];

@@ -27,7 +27,10 @@ pub const PORT: u16 = 5000;
 
 /// Address of host `i`.
 pub fn addr(i: usize) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8)), PORT)
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8)),
+        PORT,
+    )
 }
 
 #[derive(Debug)]
@@ -110,7 +113,14 @@ impl<N: Node> Sim<N> {
     /// The path links from host `a` to host `b` (created from the defaults).
     pub fn paths_mut(&mut self, a: usize, b: usize) -> &mut Vec<Link> {
         let d = &self.default_paths;
-        self.links.entry((a, b)).or_insert_with(|| d.iter().cloned().map(Link::new).collect())
+        self.links
+            .entry((a, b))
+            .or_insert_with(|| d.iter().cloned().map(Link::new).collect())
+    }
+
+    /// Arrival time of the next packet in the network.
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.queue.peek().map(|p| p.at)
     }
 
     /// Packets in the network.
@@ -128,7 +138,10 @@ impl<N: Node> Sim<N> {
         let len = t.len;
         let data = self.buf[..len].to_vec();
         let d = &self.default_paths;
-        let links = self.links.entry((src, dst)).or_insert_with(|| d.iter().cloned().map(Link::new).collect());
+        let links = self
+            .links
+            .entry((src, dst))
+            .or_insert_with(|| d.iter().cloned().map(Link::new).collect());
         if links.is_empty() {
             self.unroutable += 1;
             return;
@@ -138,7 +151,14 @@ impl<N: Node> Sim<N> {
         let via = self.bottleneck[dst].is_some();
         for at in arrivals.into_iter().flatten() {
             self.seq += 1;
-            self.queue.push(Pending { at, seq: self.seq, to: dst, from, via_bottleneck: via, data: data.clone() });
+            self.queue.push(Pending {
+                at,
+                seq: self.seq,
+                to: dst,
+                from,
+                via_bottleneck: via,
+                data: data.clone(),
+            });
         }
     }
 
@@ -181,15 +201,25 @@ impl<N: Node> Sim<N> {
             return false;
         }
         self.now = self.now.max(next);
-        while self.queue.peek().map_or(false, |p| p.at <= self.now) {
+        while self.queue.peek().is_some_and(|p| p.at <= self.now) {
             let Some(p) = self.queue.pop() else { break };
             if p.via_bottleneck {
                 let now = self.now;
                 if let Some(b) = self.bottleneck[p.to].as_mut() {
-                    for at in b.offer(&mut self.rng, now, p.data.len()).into_iter().flatten() {
+                    for at in b
+                        .offer(&mut self.rng, now, p.data.len())
+                        .into_iter()
+                        .flatten()
+                    {
                         self.seq += 1;
                         let seq = self.seq;
-                        self.queue.push(Pending { at, seq, via_bottleneck: false, data: p.data.clone(), ..p });
+                        self.queue.push(Pending {
+                            at,
+                            seq,
+                            via_bottleneck: false,
+                            data: p.data.clone(),
+                            ..p
+                        });
                     }
                 }
                 continue;
@@ -201,7 +231,7 @@ impl<N: Node> Sim<N> {
             self.nodes[p.to].handle_datagram(self.now, p.from, &p.data);
         }
         for i in 0..self.nodes.len() {
-            if !self.down[i] && self.nodes[i].poll_timeout().map_or(false, |t| t <= self.now) {
+            if !self.down[i] && self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
                 self.nodes[i].handle_timeout(self.now);
             }
         }

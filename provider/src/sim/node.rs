@@ -51,7 +51,13 @@ pub struct SrdNode {
 impl SrdNode {
     /// A node running `Srd::new(cfg)`.
     pub fn new(cfg: &Config) -> Self {
-        SrdNode { srd: Srd::new(cfg), outbox: VecDeque::new(), arrived: Vec::new(), events: Vec::new(), sent: 0 }
+        SrdNode {
+            srd: Srd::new(cfg),
+            outbox: VecDeque::new(),
+            arrived: Vec::new(),
+            events: Vec::new(),
+            sent: 0,
+        }
     }
 
     /// Queue a datagram for `to` (sent as the window allows).
@@ -66,7 +72,9 @@ impl SrdNode {
                 break;
             }
             let token = *token;
-            let r = self.srd.send(peer, token, data.len(), &mut |b| b.copy_from_slice(data));
+            let r = self
+                .srd
+                .send(peer, token, data.len(), &mut |b| b.copy_from_slice(data));
             if r.is_err() {
                 break;
             }
@@ -98,7 +106,11 @@ impl SrdNode {
 impl Node for SrdNode {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         if let Some((peer, payload)) = self.srd.handle_datagram(now, from, data) {
-            self.arrived.push(Arrived { peer, at: now, data: payload.to_vec() });
+            self.arrived.push(Arrived {
+                peer,
+                at: now,
+                data: payload.to_vec(),
+            });
         }
         self.pump(now);
     }

@@ -34,7 +34,8 @@ impl Peer {
                 psn = psn.wrapping_add(1);
             }
         }
-        let words = core::iter::once(ack.sack_bits).chain((0..ext.len() / 8).filter_map(|k| sack_word(ext, k)));
+        let words = core::iter::once(ack.sack_bits)
+            .chain((0..ext.len() / 8).filter_map(|k| sack_word(ext, k)));
         for (k, mut bits) in words.enumerate() {
             let base = ack.sack_base.wrapping_add(64 * k as u32);
             while bits != 0 {
@@ -46,14 +47,18 @@ impl Peer {
                 }
             }
         }
-        self.tx.credit_limit =
-            if ack.credit == CREDIT_UNLIMITED { None } else { Some(ack.cum.wrapping_add(u32::from(ack.credit))) };
+        self.tx.credit = if ack.credit == CREDIT_UNLIMITED {
+            None
+        } else {
+            Some(u32::from(ack.credit))
+        };
         if acked_bytes > 0 {
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;
             self.tx.last_progress = now;
             self.rto_base = now;
             self.tx.rto_backoff = 0;
+            self.tlp_count = 0;
             self.tx.advance_una();
             let mut s = AckSample {
                 acked_bytes,
@@ -86,9 +91,11 @@ impl Peer {
             return;
         }
         slot.state = SlotState::Free;
-        let len = slot.buf.len() as u64;
-        let (sent, path, pseq, sends, token) = (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
+        let len = slot.len as u64;
+        let (sent, path, pseq, sends, token) =
+            (slot.sent, slot.path, slot.pseq, slot.sends, slot.token);
         let (d0, t0) = (slot.delivered, slot.delivered_at);
+        let (first_sent, first_path) = (slot.first_sent, slot.first_path);
         let buf = core::mem::take(&mut slot.buf);
         ctx.pool.give(buf);
         if was == SlotState::InFlight {
@@ -99,29 +106,60 @@ impl Peer {
             ctx.stats.spurious_losses += 1;
         }
         *acked_bytes += len;
-        if rate.map_or(true, |(d, _)| d0 >= d) {
+        if rate.is_none_or(|(d, _)| d0 >= d) {
             *rate = Some((d0, t0));
         }
         if sent > self.largest_acked_sent {
             self.largest_acked_sent = sent;
         }
+        let delay = u64::from(ack.delay_us) * 1000;
+        let elapsed = now.saturating_since(sent).as_nanos() as u64;
         let p = &mut self.paths.paths[usize::from(path)];
-        if was == SlotState::InFlight {
+        // Sent once: whether still in flight or (wrongly) declared lost, this
+        // ack is unambiguous for its path. Resent: we cannot tell which copy
+        // arrived; crediting the resend's path would make its earlier packets
+        // look overtaken (declared lost wrongly, a cascade when the first copy
+        // went on a slow path), so per-path order learns nothing from it.
+        if sends == 1 {
             p.on_acked(pseq, sent);
         }
-        let elapsed = now.saturating_since(sent).as_nanos() as u64;
-        if sends > 1 && was == SlotState::InFlight && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
-            // Acked sooner than the resent copy could have travelled.
+        if sends > 1 && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
+            // Acked sooner than the resent copy could have travelled: the
+            // first copy arrived. Credit its path (a late, not a lossy one)
+            // with its RTT, so the same mistake is not made again.
             ctx.stats.spurious_retransmits += 1;
+            let fp = &mut self.paths.paths[usize::from(first_path.0)];
+            fp.on_acked(first_path.1, first_sent);
+            fp.on_rtt(now.saturating_since(first_sent).as_nanos() as u64 - delay.min(elapsed));
         }
-        if psn == ack.recent && sends == 1 {
-            let delay = u64::from(ack.delay_us) * 1000;
+        let p = &mut self.paths.paths[usize::from(path)];
+        if sends == 1 {
+            // `delay_us` is exact for `recent` only; every other packet of this
+            // ack arrived earlier and waited at least as long, so the same
+            // subtraction gives an upper bound of its RTT: good enough to rank
+            // paths (each path needs samples, and `recent` is rarely on a slow
+            // one), while the peer-wide RTT behind the timers takes exact ones.
             let sample = elapsed.saturating_sub(delay).max(1);
             p.on_rtt(sample);
-            self.on_rtt(sample);
+            if psn == ack.recent {
+                self.on_rtt(sample);
+            }
+        } else if psn == ack.recent && self.srtt_ns == 0 {
+            // Every packet so far was resent (e.g. a first flight lost in an
+            // incast): bootstrap the RTT from the resend just acked, or the
+            // tail probe would never arm.
+            let delay = u64::from(ack.delay_us) * 1000;
+            let sample = elapsed.saturating_sub(delay);
+            if sample >= 1000 {
+                p.on_rtt(sample);
+                self.on_rtt(sample);
+            }
         }
         ctx.stats.acked += 1;
-        ctx.events.push_back(DgramEvent::Acked { peer: self.id, token });
+        ctx.events.push_back(DgramEvent::Acked {
+            peer: self.id,
+            token,
+        });
     }
 
     /// Declare lost what per-path ordering, overdue time or 3 later acks on
@@ -133,7 +171,9 @@ impl Peer {
         for pi in 0..self.paths.paths.len() {
             loop {
                 let p = &self.paths.paths[pi];
-                let Some(&(psn, pseq)) = p.outstanding.front() else { break };
+                let Some(&(psn, pseq)) = p.outstanding.front() else {
+                    break;
+                };
                 let slot = self.tx.slot(psn);
                 let valid = self.tx.is_sent(psn)
                     && slot.state == SlotState::InFlight
@@ -144,25 +184,38 @@ impl Peer {
                     continue;
                 }
                 let srtt = p.srtt_or(peer_rtt);
-                let var = if p.srtt_ns == 0 { srtt / 2 } else { p.rttvar_ns };
+                let var = if p.srtt_ns == 0 {
+                    srtt / 2
+                } else {
+                    p.rttvar_ns
+                };
                 let later_acked = p.acked_seq > pseq + 1;
-                let mut lost = p.acked_seq >= pseq + 1 + REORDER_PACKETS;
+                let mut lost = false;
                 let mut deadline: Option<Instant> = None;
-                if later_acked {
+                if p.acked_seq >= pseq + 1 + REORDER_PACKETS {
+                    ctx.stats.lost_by_count += 1;
+                    lost = true;
+                } else if later_acked {
                     let t = slot.sent + Duration::from_nanos(srtt + srtt / 4 + var);
-                    lost |= now >= t;
+                    if now >= t {
+                        ctx.stats.lost_by_time += 1;
+                        lost = true;
+                    }
                     deadline = Some(t);
                 }
-                if self.largest_acked_sent > slot.sent {
+                if !lost && self.largest_acked_sent > slot.sent {
                     // Something sent after it (on any path) was acked: it is
                     // overdue once well past its own path's RTT.
                     let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
-                    lost |= now >= t;
+                    if now >= t {
+                        ctx.stats.lost_overdue += 1;
+                        lost = true;
+                    }
                     deadline = Some(deadline.map_or(t, |d| d.min(t)));
                 }
                 if lost {
                     self.paths.paths[pi].outstanding.pop_front();
-                    self.mark_lost(ctx, now, psn);
+                    self.mark_lost(ctx, now, psn, true);
                     continue;
                 }
                 if let Some(d) = deadline {
@@ -177,14 +230,21 @@ impl Peer {
         }
     }
 
-    fn mark_lost(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32) {
+    /// Queue `psn` for retransmission; `confirmed` = evidence of loss (not a
+    /// probe), which counts against its path's health.
+    fn mark_lost(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, confirmed: bool) {
         let rtt = self.rtt_ns();
         let slot = self.tx.slot_mut(psn);
         slot.state = SlotState::Lost;
-        let len = slot.buf.len() as u64;
+        let len = slot.len as u64;
         let path = usize::from(slot.path);
         self.tx.bytes_in_flight -= len;
         self.tx.pkts_in_flight -= 1;
+        if !confirmed {
+            // A probe goes first (see `tlp_psn`).
+            self.tx.retx.push_front(psn);
+            return;
+        }
         self.tx.retx.push_back(psn);
         self.paths.paths[path].on_lost(now, rtt);
         self.cc.on_loss(now, len);
@@ -194,23 +254,43 @@ impl Peer {
         }
     }
 
-    /// The retransmission timer fired: everything in flight for longer than
-    /// the RTO is declared lost, and the timer backs off.
+    /// The tail-loss probe fired: resend the newest packet in flight (on
+    /// another path, asking for an immediate ack).
+    pub fn on_tlp(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        self.tlp_count += 1;
+        let mut psn = self.tx.next_send;
+        while psn != self.tx.una {
+            psn = psn.wrapping_sub(1);
+            if self.tx.slot(psn).state == SlotState::InFlight {
+                ctx.stats.tail_probes += 1;
+                self.tlp_psn = Some(psn);
+                self.mark_lost(ctx, now, psn, false);
+                break;
+            }
+        }
+        self.update_timers(ctx.p);
+    }
+
+    /// The retransmission timer fired: the oldest packet in flight is
+    /// declared lost (one, like TCP: the ack of its resend brings an RTT,
+    /// credit and the per-path rules that find the rest; resending the whole
+    /// flight would re-flood a congested receiver), and the timer backs off.
     pub fn on_rto(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
         ctx.stats.timeouts += 1;
-        let rto = Duration::from_nanos(self.rto_ns(ctx.p));
         let mut psn = self.tx.una;
-        let mut any = false;
         while psn != self.tx.next_send {
-            let s = self.tx.slot(psn);
-            if s.state == SlotState::InFlight && s.sent + rto <= now {
-                self.mark_lost(ctx, now, psn);
-                any = true;
+            if self.tx.slot(psn).state == SlotState::InFlight {
+                ctx.stats.rto_lost += 1;
+                self.mark_lost(ctx, now, psn, true);
+                // It goes first and ignores window and credit: the flight
+                // they count may be all lost, and nothing else would move.
+                self.tx.retx.retain(|&x| x != psn);
+                self.tx.retx.push_front(psn);
+                self.tlp_psn = Some(psn);
+                self.cc.on_timeout(now);
+                break;
             }
             psn = psn.wrapping_add(1);
-        }
-        if any {
-            self.cc.on_timeout(now);
         }
         self.tx.rto_backoff = (self.tx.rto_backoff + 1).min(16);
         self.rto_base = now;

@@ -15,9 +15,9 @@ pub const INITIAL_RTT: Duration = Duration::from_millis(1);
 pub enum Health {
     /// Carrying traffic normally.
     Good,
-    /// Recent losses: still used, watched.
+    /// One recent loss: one packet at a time until an ack comes back.
     Suspect,
-    /// Lost several in a row: skipped, probed now and then.
+    /// Lost two in a row: skipped, probed now and then.
     Bad,
 }
 
@@ -47,6 +47,8 @@ pub struct Path {
     pub probe_backoff: u32,
     /// A probe is outstanding on this (bad) path.
     pub probing: bool,
+    /// While `Suspect`: `next_seq` when it became suspect (one more packet allowed).
+    pub suspect_seq: u64,
     /// Picker: visits to skip before this slow path gets a packet again.
     pub skip: u32,
     /// Packets sent on this path.
@@ -70,6 +72,7 @@ impl Path {
             probe_at: Instant::ZERO,
             probe_backoff: 0,
             probing: false,
+            suspect_seq: 0,
             skip: 0,
             sent: 0,
             lost: 0,
@@ -123,14 +126,17 @@ impl Path {
                 // The probe died too: back off.
                 self.probing = false;
                 self.probe_backoff = (self.probe_backoff + 1).min(6);
-                self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
+                self.probe_at =
+                    now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
             }
-        } else if self.loss_streak >= 3 {
+        } else if self.loss_streak >= 2 {
             self.health = Health::Bad;
             self.probing = false;
             self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * 4);
         } else {
+            // One loss: carry a single packet until something is acked here.
             self.health = Health::Suspect;
+            self.suspect_seq = self.next_seq;
         }
     }
 }
@@ -146,7 +152,10 @@ impl PathSet {
     /// `n` fresh paths (at least one).
     pub fn new(n: u8) -> Self {
         let n = usize::from(n.max(1));
-        PathSet { paths: (0..n).map(|_| Path::new()).collect(), cursor: 0 }
+        PathSet {
+            paths: (0..n).map(|_| Path::new()).collect(),
+            cursor: 0,
+        }
     }
 
     /// Forget all ordering state (send session reset); RTTs and health stay.
@@ -177,7 +186,12 @@ impl PathSet {
 
     /// Smallest min-RTT over all paths, ns (0 = none).
     pub fn min_rtt(&self) -> u64 {
-        let m = self.paths.iter().map(|p| p.min_rtt_ns).min().unwrap_or(u64::MAX);
+        let m = self
+            .paths
+            .iter()
+            .map(|p| p.min_rtt_ns)
+            .min()
+            .unwrap_or(u64::MAX);
         if m == u64::MAX {
             0
         } else {
@@ -206,7 +220,9 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if p.health == Health::Bad {
+            if p.health == Health::Bad
+                || (p.health == Health::Suspect && p.next_seq > p.suspect_seq)
+            {
                 continue;
             }
             if p.skip > 0 {

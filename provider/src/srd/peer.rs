@@ -14,6 +14,9 @@ use super::SrdStats;
 use crate::dgram::{DgramEvent, FailReason, PeerId};
 use crate::time::Instant;
 
+/// Tail-loss probes before falling back to the RTO.
+const MAX_TLP: u32 = 2;
+
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -37,6 +40,8 @@ pub struct Params {
     pub unreachable_ns: u64,
     /// Initial window, packets.
     pub initial_window: u32,
+    /// Seed for per-peer random choices.
+    pub seed: u64,
 }
 
 /// Shared state a peer's methods need from the endpoint.
@@ -49,6 +54,8 @@ pub struct Ctx<'a> {
     pub pool: &'a mut Pool,
     /// Counters.
     pub stats: &'a mut SrdStats,
+    /// Credit (packets beyond the cumulative ack) granted to each sender now.
+    pub credit: u16,
 }
 
 /// Everything we know about one remote endpoint.
@@ -77,6 +84,18 @@ pub struct Peer {
     pub largest_acked_sent: Instant,
     /// Retransmission timer reference: last progress or idle→busy send.
     pub rto_base: Instant,
+    /// Per-peer RTO stretch, percent (0..25): desynchronises the timeouts
+    /// of many senders that lost their first flight together (incast).
+    pub rto_jitter_pct: u64,
+    /// When the latest new DATA packet arrived from this peer.
+    pub rx_last_data: Option<Instant>,
+    /// When the latest DATA packet left.
+    pub last_data_sent: Instant,
+    /// Tail-loss probes sent since the last progress (at most `MAX_TLP`).
+    pub tlp_count: u32,
+    /// PSN the tail-loss probe resends: it goes out regardless of window and
+    /// credit (with everything in flight lost, nothing else would).
+    pub tlp_psn: Option<u32>,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -99,12 +118,21 @@ impl Peer {
             tx: Tx::new(),
             rx: Rx::new(),
             paths: PathSet::new(p.paths),
-            cc: Bbr::new(u64::from(p.initial_window) * mss, min_window, p.ack_delay_ns),
+            cc: Bbr::new(
+                u64::from(p.initial_window) * mss,
+                min_window,
+                p.ack_delay_ns,
+            ),
             timers: TimerTable::default(),
             srtt_ns: 0,
             rttvar_ns: 0,
             largest_acked_sent: Instant::ZERO,
             rto_base: Instant::ZERO,
+            rx_last_data: None,
+            rto_jitter_pct: crate::rng::Rng::new(p.seed ^ (u64::from(id.0) << 32)).below(25),
+            last_data_sent: Instant::ZERO,
+            tlp_count: 0,
+            tlp_psn: None,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
@@ -129,7 +157,9 @@ impl Peer {
             self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
         };
         let b = base.clamp(p.min_rto_ns, p.max_rto_ns);
-        b.saturating_mul(1 << self.tx.rto_backoff.min(16)).min(p.max_rto_ns)
+        let b = b + b / 100 * self.rto_jitter_pct;
+        b.saturating_mul(1 << self.tx.rto_backoff.min(16))
+            .min(p.max_rto_ns)
     }
 
     /// Fold an RTT sample into the peer-wide estimate.
@@ -146,10 +176,22 @@ impl Peer {
     /// Re-arm the RTO and unreachable timers from the current state.
     pub fn update_timers(&mut self, p: &Params) {
         if self.tx.pkts_in_flight > 0 {
-            let at = self.rto_base + core::time::Duration::from_nanos(self.rto_ns(p));
-            self.timers.set(Timer::Rto, at);
+            let rto_at = self.rto_base + core::time::Duration::from_nanos(self.rto_ns(p));
+            self.timers.set(Timer::Rto, rto_at);
+            // Tail-loss probe: far sooner than the RTO when the RTT is known,
+            // so a lost last packet (e.g. in a ping-pong) costs ~2 RTTs.
+            // A second probe (after twice the wait) covers a lost first one.
+            let pto =
+                (2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns) << self.tlp_count.min(4);
+            let tlp_at = self.last_data_sent + core::time::Duration::from_nanos(pto);
+            if self.srtt_ns > 0 && self.tlp_count < MAX_TLP && tlp_at < rto_at {
+                self.timers.set(Timer::Tlp, tlp_at);
+            } else {
+                self.timers.stop(Timer::Tlp);
+            }
         } else {
             self.timers.stop(Timer::Rto);
+            self.timers.stop(Timer::Tlp);
             self.tx.rto_backoff = 0;
         }
         if self.tx.busy() && !self.tx.idle_until_poll {
@@ -170,7 +212,11 @@ impl Peer {
             if slot.state != SlotState::Free {
                 slot.state = SlotState::Free;
                 let buf = core::mem::take(&mut slot.buf);
-                ctx.events.push_back(DgramEvent::Failed { peer: self.id, token: slot.token, reason });
+                ctx.events.push_back(DgramEvent::Failed {
+                    peer: self.id,
+                    token: slot.token,
+                    reason,
+                });
                 ctx.pool.give(buf);
                 ctx.stats.failed += 1;
             }
@@ -184,21 +230,28 @@ impl Peer {
         self.tx.rto_backoff = 0;
         self.paths.reset_ordering();
         self.timers.stop(Timer::Rto);
+        self.timers.stop(Timer::Tlp);
         self.timers.stop(Timer::Loss);
         self.timers.stop(Timer::Unreachable);
         self.timers.stop(Timer::Pacing);
     }
 
     /// The peer restarted with epoch `epoch`: fail what we sent to the old
-    /// incarnation, start both directions afresh at PSN 0.
+    /// incarnation and forget what we received from it.
+    ///
+    /// Receive side: the new incarnation numbers from PSN 0, so the window
+    /// restarts at 0. Send side: our PSNs go ON from where they were (not
+    /// back to 0): packets we sent before we knew any epoch of the peer carry
+    /// `dst_epoch = 0` and may already have reached the new incarnation; had
+    /// we restarted at 0, our new packets would collide with them there and
+    /// be dropped as duplicates yet acked. Continuing, with `psn_floor` =
+    /// the new `una`, makes the receiver skip past them instead.
     pub fn restart(&mut self, ctx: &mut Ctx<'_>, epoch: u32) {
         ctx.stats.peer_restarts += 1;
-        ctx.events.push_back(DgramEvent::PeerRestarted { peer: self.id });
+        ctx.events
+            .push_back(DgramEvent::PeerRestarted { peer: self.id });
         self.fail_all(ctx, FailReason::PeerRestarted);
-        self.tx.una = 0;
-        self.tx.next_send = 0;
-        self.tx.next_psn = 0;
-        self.tx.credit_limit = None;
+        self.tx.credit = None;
         self.rx = Rx::new();
         self.timers.stop(Timer::Ack);
         self.remote_epoch = epoch;

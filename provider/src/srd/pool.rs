@@ -1,7 +1,7 @@
 //! Packet buffer pool: payload buffers reused across datagrams so the steady
-//! state allocates nothing per packet.
+//! state allocates (and zeroes) nothing per packet.
 
-/// A free list of payload buffers, each with capacity for one full payload.
+/// A free list of payload buffers, each `capacity` bytes long.
 pub struct Pool {
     free: Vec<Vec<u8>>,
     capacity: usize,
@@ -12,26 +12,28 @@ pub struct Pool {
 impl Pool {
     /// A pool of buffers of `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
-        Pool { free: Vec::new(), capacity, allocated: 0 }
+        Pool {
+            free: Vec::new(),
+            capacity,
+            allocated: 0,
+        }
     }
 
-    /// A cleared buffer of length `len` (`len <= capacity`).
-    pub fn take(&mut self, len: usize) -> Vec<u8> {
-        let mut b = match self.free.pop() {
+    /// A buffer of exactly `capacity` bytes (old contents; callers track
+    /// their own length).
+    pub fn take(&mut self) -> Vec<u8> {
+        match self.free.pop() {
             Some(b) => b,
             None => {
                 self.allocated += 1;
-                Vec::with_capacity(self.capacity)
+                vec![0u8; self.capacity]
             }
-        };
-        b.clear();
-        b.resize(len, 0);
-        b
+        }
     }
 
     /// Return a buffer for reuse.
     pub fn give(&mut self, b: Vec<u8>) {
-        if b.capacity() >= self.capacity {
+        if b.len() == self.capacity {
             self.free.push(b);
         }
     }

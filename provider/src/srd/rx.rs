@@ -81,7 +81,11 @@ impl Rx {
         if self.bit(psn) {
             return Arrival::Duplicate;
         }
-        let gap = if self.any { after(psn, self.highest.wrapping_add(1)) } else { psn != self.base };
+        let gap = if self.any {
+            after(psn, self.highest.wrapping_add(1))
+        } else {
+            psn != self.base
+        };
         if gap {
             // A new hole: tell the sender at once so it can repair quickly.
             self.ack_now = true;
@@ -102,6 +106,13 @@ impl Rx {
     /// The sender says it no longer cares about PSNs below `floor` (acked or
     /// failed): move the base up so its window cannot stall on them.
     pub fn advance_floor(&mut self, floor: u32) {
+        if !self.any {
+            // A fresh window (new session) takes the sender's numbering as
+            // is, however far it is from 0 (a long-lived sender that learnt
+            // of our restart keeps its PSNs going).
+            self.base = floor;
+            return;
+        }
         let d = floor.wrapping_sub(self.base);
         if d as i32 <= 0 || d > 1 << 30 {
             return;
@@ -125,7 +136,11 @@ impl Rx {
         let i = start % WINDOW;
         let (w, off) = ((i / 64) as usize, i % 64);
         let lo = self.bits[w] >> off;
-        let hi = if off == 0 { 0 } else { self.bits[(w + 1) % WORDS] << (64 - off) };
+        let hi = if off == 0 {
+            0
+        } else {
+            self.bits[(w + 1) % WORDS] << (64 - off)
+        };
         lo | hi
     }
 
@@ -133,7 +148,10 @@ impl Rx {
     /// many bits a complete report needs.
     pub fn span(&self) -> u32 {
         if self.any {
-            self.highest.wrapping_sub(self.base).wrapping_add(1).min(WINDOW)
+            self.highest
+                .wrapping_sub(self.base)
+                .wrapping_add(1)
+                .min(WINDOW)
         } else {
             0
         }
@@ -142,7 +160,10 @@ impl Rx {
     /// The acknowledgement describing the window now: the cumulative base and
     /// a 64-bit bitmap of the 64 PSNs starting at the base (`sack_base = cum`).
     pub fn ack(&self, now: Instant, credit: u16) -> AckRepr {
-        let delay_us = now.saturating_since(self.recent.1).as_micros().min(u128::from(u16::MAX)) as u16;
+        let delay_us = now
+            .saturating_since(self.recent.1)
+            .as_micros()
+            .min(u128::from(u16::MAX)) as u16;
         AckRepr {
             cum: self.base,
             recent: self.recent.0,
@@ -159,7 +180,9 @@ impl Rx {
         let words = (self.span().saturating_sub(1) / 64) as usize;
         let mut n = 0;
         for k in 0..words {
-            let Some(dst) = out.get_mut(8 * k..8 * k + 8) else { break };
+            let Some(dst) = out.get_mut(8 * k..8 * k + 8) else {
+                break;
+            };
             let w = self.word(self.base.wrapping_add(64 * (k as u32 + 1)));
             dst.copy_from_slice(&w.to_be_bytes());
             n = 8 * k + 8;
@@ -171,5 +194,46 @@ impl Rx {
 impl Default for Rx {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_basics() {
+        let mut rx = Rx::new();
+        let t = Instant::ZERO;
+        assert_eq!(rx.on_packet(1, t), Arrival::New);
+        assert!(rx.ack_now, "a hole at 0 asks for an ack at once");
+        assert_eq!(rx.on_packet(1, t), Arrival::Duplicate);
+        assert_eq!(rx.on_packet(WINDOW, t), Arrival::OutOfWindow);
+        assert_eq!(rx.on_packet(0, t), Arrival::New);
+        let a = rx.ack(t, 7);
+        assert_eq!((a.cum, a.recent, a.credit), (2, 0, 7));
+        assert_eq!(rx.on_packet(100, t), Arrival::New);
+        let a = rx.ack(t, 1);
+        assert_eq!(a.sack_bits, 0);
+        let mut ext = [0u8; 16];
+        assert_eq!(rx.write_ext(&mut ext), 8);
+        // PSN 100 = sack_base 2 + 64 + 34.
+        assert_eq!(u64::from_be_bytes(ext[..8].try_into().unwrap()), 1 << 34);
+    }
+
+    #[test]
+    fn floor_skips_failed_and_fresh_window_takes_any_floor() {
+        let mut rx = Rx::new();
+        let t = Instant::ZERO;
+        assert_eq!(rx.on_packet(5, t), Arrival::New);
+        rx.advance_floor(10);
+        assert_eq!(rx.ack(t, 1).cum, 10);
+        assert_eq!(rx.on_packet(7, t), Arrival::Duplicate);
+        assert_eq!(rx.on_packet(10, t), Arrival::New);
+        let mut fresh = Rx::new();
+        fresh.advance_floor(3_000_000_000);
+        assert_eq!(fresh.on_packet(3_000_000_001, t), Arrival::New);
+        assert_eq!(fresh.on_packet(3_000_000_000, t), Arrival::New);
+        assert_eq!(fresh.ack(t, 1).cum, 3_000_000_002);
     }
 }

@@ -9,11 +9,11 @@ use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
 use super::Transmit;
 use crate::time::Instant;
-use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES};
+use crate::wire::srd::{flags, AckRepr, PacketType, Repr, HEADER_LEN, MAX_SACK_EXT_BYTES};
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
-    fn take_ack(&mut self, now: Instant, full: bool) -> Option<AckRepr> {
+    fn take_ack(&mut self, now: Instant, full: bool, credit: u16) -> Option<AckRepr> {
         if !self.rx.any {
             return None;
         }
@@ -22,7 +22,7 @@ impl Peer {
         // complete pure ACK must follow so no received packet goes unreported.
         self.rx.ack_now = !full && self.rx.span() > 64;
         self.timers.stop(Timer::Ack);
-        Some(self.rx.ack(now, CREDIT_UNLIMITED))
+        Some(self.rx.ack(now, credit))
     }
 
     fn header(&self, ctx: &Ctx<'_>, ty: PacketType, path: u8) -> Repr {
@@ -40,23 +40,42 @@ impl Peer {
         }
     }
 
+    /// May one more packet go out under the receiver's credit? (Always when
+    /// nothing is in flight, so a sender can never be starved.)
+    fn credit_ok(&self) -> bool {
+        self.tx.credit.is_none_or(|c| self.tx.pkts_in_flight < c) || self.tx.pkts_in_flight == 0
+    }
+
     /// Refill pacing tokens; returns the release time if new data must wait.
     fn paced_until(&mut self, now: Instant, mss: u64) -> Option<Instant> {
-        let rate = self.cc.pacing_rate()?;
-        let elapsed = now.saturating_since(self.pacing_at).as_nanos() as u64;
-        self.pacing_at = now;
+        let rate = self.cc.pacing_rate()?.max(1);
         let burst = (16 * mss).max(rate / 10_000) as i64; // 16 packets or 100 µs
-        let add = (u128::from(elapsed) * u128::from(rate) / 1_000_000_000).min(burst as u128) as i64;
-        self.pacing_tokens = (self.pacing_tokens + add).min(burst);
+        let elapsed = u128::from(now.saturating_since(self.pacing_at).as_nanos() as u64);
+        let add = elapsed * u128::from(rate) / 1_000_000_000;
+        if self.pacing_tokens as i128 + add as i128 >= burst as i128 {
+            self.pacing_tokens = burst;
+            self.pacing_at = now;
+        } else {
+            // Advance the clock only by the time the added tokens stand for,
+            // so fractions of a byte carry over instead of being lost.
+            self.pacing_tokens += add as i64;
+            let used = (add * 1_000_000_000 / u128::from(rate)) as u64;
+            self.pacing_at = self.pacing_at + Duration::from_nanos(used);
+        }
         if self.pacing_tokens >= 0 {
             return None;
         }
-        let wait = (-self.pacing_tokens) as u128 * 1_000_000_000 / u128::from(rate.max(1));
-        Some(now + Duration::from_nanos(wait.max(1) as u64))
+        let wait = (-self.pacing_tokens) as u128 * 1_000_000_000 / u128::from(rate) + 1;
+        Some(now + Duration::from_nanos(wait as u64))
     }
 
     /// The next packet for this peer, written into `buf`.
-    pub fn poll_transmit(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll_transmit(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
         if self.reset_pending {
             self.reset_pending = false;
             self.last_reset = Some(now);
@@ -71,21 +90,33 @@ impl Peer {
                 self.tx.retx.pop_front();
                 continue;
             }
-            if self.tx.pkts_in_flight > 0 && self.tx.bytes_in_flight >= window {
+            let probe = self.tlp_psn == Some(psn);
+            if !probe
+                && (self.tx.pkts_in_flight > 0 && self.tx.bytes_in_flight >= window
+                    || !self.credit_ok())
+            {
                 break;
+            }
+            if probe {
+                self.tlp_psn = None;
             }
             self.tx.retx.pop_front();
             let old_path = self.tx.slot(psn).path;
             let (path, _) = self.paths.pick(now, Some(old_path));
             ctx.stats.retransmits += 1;
-            return Some(self.send_data(ctx, now, psn, path, flags::RETRANSMIT | flags::ACK_NOW, buf));
+            return Some(self.send_data(
+                ctx,
+                now,
+                psn,
+                path,
+                flags::RETRANSMIT | flags::ACK_NOW,
+                buf,
+            ));
         }
         if self.tx.next_send != self.tx.next_psn {
-            let len = self.tx.slot(self.tx.next_send).buf.len() as u64;
+            let len = self.tx.slot(self.tx.next_send).len as u64;
             let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
-            let credit_ok = self.tx.credit_limit.map_or(true, |lim| {
-                (lim.wrapping_sub(self.tx.next_send) as i32) > 0 || self.tx.pkts_in_flight == 0
-            });
+            let credit_ok = self.credit_ok();
             let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
             if window_ok && credit_ok && span_ok {
                 match self.paced_until(now, ctx.p.max_payload as u64) {
@@ -107,8 +138,10 @@ impl Peer {
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Ack, path);
-            let ack = self.take_ack(now, true);
-            let ext = buf.get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES).map_or(0, |b| self.rx.write_ext(b));
+            let ack = self.take_ack(now, true, ctx.credit);
+            let ext = buf
+                .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
+                .map_or(0, |b| self.rx.write_ext(b));
             h.payload_len = ext as u16;
             ctx.stats.tx_acks += 1;
             return self.finish(ctx, h, buf, ack);
@@ -116,7 +149,13 @@ impl Peer {
         None
     }
 
-    fn finish(&mut self, ctx: &mut Ctx<'_>, mut h: Repr, buf: &mut [u8], ack: Option<AckRepr>) -> Option<Transmit> {
+    fn finish(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        mut h: Repr,
+        buf: &mut [u8],
+        ack: Option<AckRepr>,
+    ) -> Option<Transmit> {
         h.ack = ack;
         if h.emit(buf).is_err() {
             return None;
@@ -124,15 +163,27 @@ impl Peer {
         let len = h.buffer_len();
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += len as u64;
-        Some(Transmit { dst: self.addr, path: h.path, len })
+        Some(Transmit {
+            dst: self.addr,
+            path: h.path,
+            len,
+        })
     }
 
-    fn send_data(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, path: u8, fl: u8, buf: &mut [u8]) -> Transmit {
+    fn send_data(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        psn: u32,
+        path: u8,
+        fl: u8,
+        buf: &mut [u8],
+    ) -> Transmit {
         let mut h = self.header(ctx, PacketType::Data, path);
         h.flags = fl;
         h.psn = psn;
         h.psn_floor = self.tx.una;
-        h.ack = self.take_ack(now, false);
+        h.ack = self.take_ack(now, false, ctx.credit);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
             // Rate samples start from now after an idle period.
@@ -149,21 +200,26 @@ impl Peer {
         slot.sent = now;
         slot.path = path;
         slot.pseq = pseq;
+        if slot.sends == 0 {
+            slot.first_sent = now;
+            slot.first_path = (path, pseq);
+        }
         slot.sends += 1;
         slot.delivered = delivered;
         slot.delivered_at = delivered_at;
-        let len = slot.buf.len();
+        let len = slot.len;
         h.payload_len = len as u16;
         // `buf` holds at least max_datagram bytes and len <= max_payload.
         let total = HEADER_LEN + len;
         if h.emit(buf).is_ok() {
             if let Some(dst) = buf.get_mut(HEADER_LEN..total) {
-                dst.copy_from_slice(&slot.buf);
+                dst.copy_from_slice(&slot.buf[..len]);
             }
         }
         if idle {
             self.rto_base = now;
         }
+        self.last_data_sent = now;
         self.tx.bytes_in_flight += len as u64;
         self.tx.pkts_in_flight += 1;
         self.pacing_tokens -= len as i64;
@@ -175,6 +231,10 @@ impl Peer {
             *c += 1;
         }
         self.update_timers(ctx.p);
-        Transmit { dst: self.addr, path, len: total }
+        Transmit {
+            dst: self.addr,
+            path,
+            len: total,
+        }
     }
 }

@@ -15,9 +15,11 @@ pub enum Timer {
     Pacing = 3,
     /// Nothing acknowledged for `unreachable_timeout`: fail everything.
     Unreachable = 4,
+    /// Tail-loss probe: the newest packet went unacknowledged for ~2 RTTs.
+    Tlp = 5,
 }
 
-const N: usize = 5;
+const N: usize = 6;
 
 /// Deadlines of every timer of one peer; `None` = not armed.
 #[derive(Clone, Debug, Default)]

@@ -28,14 +28,20 @@ pub struct Slot {
     pub state: SlotState,
     /// The caller's token.
     pub token: u64,
-    /// Payload (a pool buffer).
+    /// Payload buffer (from the pool, full capacity; the payload is `buf[..len]`).
     pub buf: Vec<u8>,
+    /// Payload length, bytes.
+    pub len: usize,
     /// When the latest transmission left.
     pub sent: Instant,
     /// Path of the latest transmission.
     pub path: u8,
     /// Path sequence number of the latest transmission.
     pub pseq: u64,
+    /// When the first transmission left.
+    pub first_sent: Instant,
+    /// Path and path sequence number of the first transmission.
+    pub first_path: (u8, u64),
     /// Transmissions so far.
     pub sends: u32,
     /// Peer's `delivered` bytes when this was sent (rate sampling).
@@ -44,15 +50,21 @@ pub struct Slot {
     pub delivered_at: Instant,
 }
 
+/// What a slot not yet allocated reads as.
+static EMPTY: Slot = Slot::empty();
+
 impl Slot {
-    fn empty() -> Self {
+    const fn empty() -> Self {
         Slot {
             state: SlotState::Free,
             token: 0,
             buf: Vec::new(),
+            len: 0,
             sent: Instant::ZERO,
             path: 0,
             pseq: 0,
+            first_sent: Instant::ZERO,
+            first_path: (0, 0),
             sends: 0,
             delivered: 0,
             delivered_at: Instant::ZERO,
@@ -86,8 +98,8 @@ pub struct Tx {
     pub idle_until_poll: bool,
     /// Retransmission-timer back-off exponent.
     pub rto_backoff: u32,
-    /// Receiver credit: highest PSN + 1 we may send (`None` = unlimited).
-    pub credit_limit: Option<u32>,
+    /// Receiver credit: most packets we may have in flight (`None` = unlimited).
+    pub credit: Option<u32>,
 }
 
 impl Tx {
@@ -97,7 +109,8 @@ impl Tx {
             una: 0,
             next_send: 0,
             next_psn: 0,
-            slots: (0..WINDOW).map(|_| Slot::empty()).collect(),
+            // Grown on first use, so an idle (or bogus) peer costs little.
+            slots: Vec::new(),
             retx: VecDeque::new(),
             bytes_in_flight: 0,
             pkts_in_flight: 0,
@@ -106,17 +119,21 @@ impl Tx {
             last_progress: Instant::ZERO,
             idle_until_poll: false,
             rto_backoff: 0,
-            credit_limit: None,
+            credit: None,
         }
     }
 
     /// Slot of `psn`.
     pub fn slot(&self, psn: u32) -> &Slot {
-        &self.slots[(psn % WINDOW) as usize]
+        self.slots.get((psn % WINDOW) as usize).unwrap_or(&EMPTY)
     }
-    /// Mutable slot of `psn`.
+    /// Mutable slot of `psn` (allocating the ring up to it).
     pub fn slot_mut(&mut self, psn: u32) -> &mut Slot {
-        &mut self.slots[(psn % WINDOW) as usize]
+        let i = (psn % WINDOW) as usize;
+        while self.slots.len() <= i {
+            self.slots.push(Slot::empty());
+        }
+        &mut self.slots[i]
     }
 
     /// Datagrams queued or outstanding.

@@ -183,7 +183,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn ack_delay(&self) -> u16 {
         be16(self.buffer.as_ref(), field::ACK_DELAY)
     }
-    /// Packets beyond `ack_cum` the sender may have outstanding.
+    /// Packets the sender may have in flight (receiver credit).
     pub fn credit(&self) -> u16 {
         be16(self.buffer.as_ref(), field::CREDIT)
     }
@@ -219,7 +219,7 @@ pub struct AckRepr {
     pub recent: u32,
     /// Microseconds `recent` waited at the receiver before this ack left.
     pub delay_us: u16,
-    /// Packets beyond `cum` the sender may have outstanding (`CREDIT_UNLIMITED`).
+    /// Packets the sender may have in flight (`CREDIT_UNLIMITED` = no limit).
     pub credit: u16,
     /// First PSN of `sack_bits`.
     pub sack_base: u32,
@@ -314,7 +314,11 @@ impl Repr {
         let b = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
         let ack = self.ack.unwrap_or_default();
         let fl = (self.flags & flags::KNOWN & !flags::ACK_PRESENT)
-            | if self.ack.is_some() { flags::ACK_PRESENT } else { 0 };
+            | if self.ack.is_some() {
+                flags::ACK_PRESENT
+            } else {
+                0
+            };
         b[field::VERSION] = VERSION;
         b[field::TYPE] = self.ty as u8;
         b[field::FLAGS] = fl;

@@ -67,7 +67,10 @@ impl Controller for Bbr {
             self.median_srtt_ns = s.median_srtt_ns;
         }
         if s.interval_ns > 0 && s.delivered_bytes > 0 {
-            let rate = (u128::from(s.delivered_bytes) * 1_000_000_000 / u128::from(s.interval_ns)) as u64;
+            // At least 1 µs: a burst acked "at once" is no rate measurement.
+            let interval = u128::from(s.interval_ns.max(1000));
+            let rate = (u128::from(s.delivered_bytes) * 1_000_000_000 / interval)
+                .min(u128::from(u64::MAX / 4)) as u64;
             let stale = now.saturating_since(self.bw_stamp).as_nanos() as u64 > self.bw_window_ns();
             if rate >= self.bw {
                 self.bw = rate;
@@ -90,12 +93,17 @@ impl Controller for Bbr {
 
     fn window(&self) -> u64 {
         if self.bw == 0 || self.min_rtt_ns == 0 {
-            return self.initial_window.max(self.min_window);
+            // Honoured as configured: it bounds the first round trip's burst.
+            return self.initial_window;
         }
         let gain = if self.congested() { 1 } else { 2 };
-        let rtt = self.min_rtt_ns + self.ack_delay_ns;
-        let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000) as u64;
-        (gain * bdp).max(self.min_window)
+        // Min RTT plus the receiver's ack hold; but at least half the median
+        // path RTT, so spraying jitter (RTTs spread far above the min) does
+        // not starve the pipe. Half, so that our own queue cannot feed back.
+        let rtt = (self.min_rtt_ns + self.ack_delay_ns).max(self.median_srtt_ns / 2);
+        let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX))
+            as u64;
+        bdp.saturating_mul(gain).max(self.min_window)
     }
 
     fn pacing_rate(&self) -> Option<u64> {
@@ -104,6 +112,10 @@ impl Controller for Bbr {
         }
         // Pace above the estimate so the rate can grow (BBR's startup gain);
         // closer to it when the whole connection is queueing.
-        Some(if self.congested() { self.bw * 5 / 4 } else { self.bw * 2 })
+        Some(if self.congested() {
+            self.bw / 4 * 5
+        } else {
+            self.bw.saturating_mul(2)
+        })
     }
 }
