@@ -222,7 +222,7 @@ fn build_offers(
         src,
         chosen.mtu,
         max_dgram,
-        crate::params::int_or("paths", 8, 1, 64)
+        crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64)
     ));
 
     let mut out = Vec::new();

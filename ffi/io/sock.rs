@@ -94,7 +94,7 @@ fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAd
 
 /// `open` with the path count and buffer size from `FI_SPRAY_PATHS` / `FI_SPRAY_SOCKBUF`.
 pub fn open_configured(at: SocketAddrV4, search: bool) -> Result<Sockets, i32> {
-    let paths = crate::params::int_or("paths", 8, 1, 64) as usize;
+    let paths = crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64) as usize;
     let sockbuf = crate::params::get_size("sockbuf").unwrap_or(16 << 20);
     open(at, search, paths, sockbuf)
 }
