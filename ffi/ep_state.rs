@@ -406,7 +406,11 @@ impl EpState {
             if now - last_rx >= quiet_ns || now - start >= 10 * quiet_ns {
                 return;
             }
-            let mut pfd = libc::pollfd { fd: run.io.rx_fd(), events: libc::POLLIN, revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: run.io.rx_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: one valid pollfd; sleeps at most 1 ms.
             unsafe { libc::poll(&mut pfd, 1, 1) };
         }

@@ -31,7 +31,10 @@ impl Instant {
 impl Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        Instant(
+            self.0
+                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )
     }
 }
 
@@ -51,6 +54,9 @@ mod tests {
         let t = Instant::from_nanos(10);
         assert_eq!(t - Instant::from_nanos(20), Duration::ZERO);
         assert_eq!((t + Duration::from_nanos(5)).as_nanos(), 15);
-        assert_eq!((Instant::from_nanos(u64::MAX) + Duration::from_secs(1)).as_nanos(), u64::MAX);
+        assert_eq!(
+            (Instant::from_nanos(u64::MAX) + Duration::from_secs(1)).as_nanos(),
+            u64::MAX
+        );
     }
 }

@@ -296,14 +296,37 @@ fn pingpong_half_rtt(size: usize, rounds: usize, bandwidth: u64, max_datagram: u
     for r in 0..rounds {
         // 0 sends to 1, then 1 answers; each side's receive is posted first.
         for (from, to) in [(0usize, 1usize), (1, 0)] {
-            let recv = RecvOp { src: None, buf: vec![0u8; size], tag: Some((1, 0)), context: r as u64, flags: RecvFlags::default(), report: true };
+            let recv = RecvOp {
+                src: None,
+                buf: vec![0u8; size],
+                tag: Some((1, 0)),
+                context: r as u64,
+                flags: RecvFlags::default(),
+                report: true,
+            };
             sim.nodes[to].post_recv(recv).expect("recv");
-            let send = SendOp { peer: peers[from], buf: vec![r as u8; size], tag: Some(1), data: None, context: r as u64, report: true, delivery_complete: false };
+            let send = SendOp {
+                peer: peers[from],
+                buf: vec![r as u8; size],
+                tag: Some(1),
+                data: None,
+                context: r as u64,
+                report: true,
+                delivery_complete: false,
+            };
             sim.nodes[from].post_send(send).expect("send");
             let mut want = [done[0].len(), done[1].len()];
             want[from] += 1;
             want[to] += 1;
-            assert!(drive(&mut sim, &mut done, want, Instant::from_nanos(60_000_000_000)), "ping-pong stalled at round {r}");
+            assert!(
+                drive(
+                    &mut sim,
+                    &mut done,
+                    want,
+                    Instant::from_nanos(60_000_000_000)
+                ),
+                "ping-pong stalled at round {r}"
+            );
         }
     }
     (sim.now - start).as_secs_f64() / (2 * rounds) as f64
@@ -318,7 +341,17 @@ fn pingpong_large_messages_near_line_rate() {
         // delays (RTS, CTS, data). The controller must not hold a lone
         // request-response flow far below that.
         let ideal = size as f64 / (8.0 * 3e9) + 15e-6;
-        println!("size {size}: half RTT {:.1} µs, ideal(8 paths) {:.1} µs, ratio {:.2}", t * 1e6, ideal * 1e6, t / ideal);
-        assert!(t < 2.0 * ideal, "size {size}: {:.1} µs vs ideal {:.1} µs", t * 1e6, ideal * 1e6);
+        println!(
+            "size {size}: half RTT {:.1} µs, ideal(8 paths) {:.1} µs, ratio {:.2}",
+            t * 1e6,
+            ideal * 1e6,
+            t / ideal
+        );
+        assert!(
+            t < 2.0 * ideal,
+            "size {size}: {:.1} µs vs ideal {:.1} µs",
+            t * 1e6,
+            ideal * 1e6
+        );
     }
 }
