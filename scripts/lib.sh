@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # variables are for the scripts that source this
 # lib.sh: helpers shared by the spray scripts (sourced, never executed).
 #
 # Everything here is parameterised by provider name so the same tooling runs

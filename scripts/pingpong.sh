@@ -119,10 +119,14 @@ fail() {
 	exit 1
 }
 
-# Namespace prefixes: empty on loopback.
+# Command prefixes per side: namespace (netns only) and the interface each
+# provider should use (lo on loopback, the veth across namespaces), so no
+# provider wanders onto the host's real interface.
 srv_ns=()
 cli_ns=()
 server_addr="127.0.0.1"
+srv_if="lo"
+cli_if="lo"
 if [ "$netns" -eq 1 ]; then
 	need_root
 	mkdir -p "$(dirname "$SPRAY_NETNS_LOCK")"
@@ -138,7 +142,19 @@ if [ "$netns" -eq 1 ]; then
 	srv_ns=(ip netns exec "$SPRAY_NS_A")
 	cli_ns=(ip netns exec "$SPRAY_NS_B")
 	server_addr="$SPRAY_ADDR_A"
+	srv_if="$SPRAY_VETH_A"
+	cli_if="$SPRAY_VETH_B"
 fi
+# FI_<PROV>_IFACE for spray and libfabric's tcp/udp, unless the caller set one.
+iface_env() {
+	local v
+	printf 'env\n'
+	for v in FI_SPRAY_IFACE FI_TCP_IFACE FI_UDP_IFACE; do
+		[ -n "${!v:-}" ] || printf '%s=%s\n' "$v" "$1"
+	done
+}
+mapfile -t srv_env < <(iface_env "$srv_if")
+mapfile -t cli_env < <(iface_env "$cli_if")
 
 # Sums udp_in / udp_dropped over both namespaces (0 0 on loopback).
 udp_counters() {
@@ -164,14 +180,14 @@ port_listening() {
 # Starts the server on a free control port; retries with another port if the
 # bind loses a race (bounded). Leaves srv_pid and port set.
 start_server() {
-	local attempt i
+	local attempt
 	for attempt in 1 2 3 4 5; do
 		port=$((20000 + (RANDOM % 20000)))
 		port_listening "$port" && continue
-		"${srv_ns[@]}" timeout -k 5 "$timeout_s" fi_pingpong "${pp_args[@]}" -B "$port" >"$srv_log" 2>&1 &
+		"${srv_ns[@]}" "${srv_env[@]}" timeout -k 5 "$timeout_s" fi_pingpong "${pp_args[@]}" -B "$port" >"$srv_log" 2>&1 &
 		srv_pid=$!
 		# fi_pingpong's client does not retry: wait until the server listens.
-		for i in $(seq 1 100); do
+		for _ in $(seq 1 100); do
 			port_listening "$port" && return 0
 			kill -0 "$srv_pid" 2>/dev/null || break
 			sleep 0.05
@@ -191,7 +207,7 @@ start_server
 cli_rc=0
 for attempt in 1 2 3 4 5; do
 	cli_rc=0
-	"${cli_ns[@]}" timeout -k 5 "$timeout_s" fi_pingpong "${pp_args[@]}" -P "$port" "$server_addr" >"$cli_log" 2>&1 || cli_rc=$?
+	"${cli_ns[@]}" "${cli_env[@]}" timeout -k 5 "$timeout_s" fi_pingpong "${pp_args[@]}" -P "$port" "$server_addr" >"$cli_log" 2>&1 || cli_rc=$?
 	# Only a refused control connection is safe to retry: the server is still
 	# waiting in accept() and nothing has been exchanged yet.
 	if [ "$cli_rc" -ne 0 ] && grep -q 'failed to connect' "$cli_log" && kill -0 "$srv_pid" 2>/dev/null; then

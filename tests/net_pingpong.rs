@@ -8,9 +8,9 @@
 //! Needs root, `ip netns`, nftables and libfabric-bin; without them a case
 //! prints "skipped: <why>" (and fails under `CI=true`).
 
-mod common;
+mod net;
 
-use common::{
+use net::{
     field, host_prereqs, provider, provider_has_ep, provider_overridden, provider_ready, script,
     serial, skip, skip_always, summary,
 };
@@ -60,7 +60,19 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
         TIMEOUT_S
     };
     let mut args = vec![
-        "-p", &prov, "-e", ep, "-m", mode, "-S", "all", "-c", "-I", ITERS, "--timeout", timeout,
+        "-p",
+        &prov,
+        "-e",
+        ep,
+        "-m",
+        mode,
+        "-S",
+        "all",
+        "-c",
+        "-I",
+        ITERS,
+        "--timeout",
+        timeout,
     ];
     if net == Net::Netns {
         args.push("--netns");
@@ -76,7 +88,10 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     let Some(sum) = summary(&out) else {
-        panic!("{name}: pingpong.sh printed no SUMMARY\n{}", common::describe(&out));
+        panic!(
+            "{name}: pingpong.sh printed no SUMMARY\n{}",
+            net::describe(&out)
+        );
     };
     let status = sum.get("status").map(String::as_str).unwrap_or("");
     let reason = sum.get("reason").map(String::as_str).unwrap_or("");
@@ -88,7 +103,7 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
         assert!(
             reason.contains("timeout") && !stdout.contains("data_integrity"),
             "{name}: dgram under loss must only stall, got: {reason}\n{}",
-            common::describe(&out)
+            net::describe(&out)
         );
         eprintln!("{name}: dgram stalled on a lost datagram as allowed ({reason})");
         return;
@@ -96,7 +111,7 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
     assert!(
         out.status.success() && status == "pass",
         "{name}: fi_pingpong failed ({reason})\n{}\n{stderr}",
-        common::describe(&out)
+        net::describe(&out)
     );
 
     let max_size = field(&sum, "max_size");
@@ -114,7 +129,10 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
         let (udp_in, dropped) = (field(&sum, "udp_in"), field(&sum, "udp_dropped"));
         eprintln!("{name}: udp packets in {udp_in}, dropped {dropped}");
         if udp_in >= LOSS_CHECK_MIN_PACKETS {
-            assert!(dropped > 0, "{name}: loss {loss}% set but no UDP packet dropped");
+            assert!(
+                dropped > 0,
+                "{name}: loss {loss}% set but no UDP packet dropped"
+            );
         }
     }
 }

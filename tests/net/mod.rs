@@ -1,4 +1,4 @@
-//! Shared helpers for the network integration tests: prerequisites, provider build, script runs.
+//! Helpers of the network integration tests (net_*.rs): prerequisites, provider build, script runs.
 //!
 //! The tests drive `scripts/pingpong.sh` (and through it `scripts/netns.sh`)
 //! so that what `cargo test` checks is exactly what a person runs by hand.
