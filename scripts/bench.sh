@@ -33,7 +33,7 @@ while [ "$#" -gt 0 ]; do
 	--mode) mode="${2:?}" && shift ;;
 	--no-save) save=0 ;;
 	-h | --help)
-		sed -n '2,17p' "$0"
+		usage
 		exit 0
 		;;
 	*) die "unknown option: $1 (see --help)" ;;

@@ -20,7 +20,7 @@ while [ "$#" -gt 0 ]; do
 	-n) reps="${2:?}" && shift ;;
 	--providers) providers="${2:?}" && shift ;;
 	-h | --help)
-		sed -n '2,9p' "$0"
+		usage
 		exit 0
 		;;
 	*) die "unknown option: $1" ;;

@@ -22,7 +22,7 @@ while [ "$#" -gt 0 ]; do
 		shift
 		;;
 	-h | --help)
-		sed -n '2,9p' "$0"
+		usage
 		exit 0
 		;;
 	*) die "unknown option: $1" ;;

@@ -98,3 +98,8 @@ median() {
 		else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
 	}'
 }
+
+# Prints the calling script's header comment (its usage text).
+usage() {
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}

@@ -163,7 +163,7 @@ down)
 stats) stats ;;
 status) status ;;
 *)
-	sed -n '2,16p' "$0" >&2
+	usage >&2
 	exit 2
 	;;
 esac

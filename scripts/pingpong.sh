@@ -11,7 +11,9 @@
 #       --netns           server in spray-a, client in spray-b connecting to 198.18.0.1
 #                         (creates the testbed if absent and removes it afterwards)
 #       --loss PCT        random UDP loss in both namespaces for this run (implies --netns)
-#       --timeout SEC     bound on each fi_pingpong process (default: 120)
+#       --timeout SEC     bound on each fi_pingpong process (default: 300)
+#       --stall SEC       fail when neither side printed anything for SEC (default: 30);
+#                         fi_pingpong prints one row per size, so this catches a hang early
 #       --log-dir DIR     keep the raw server/client output there (default: a temp dir,
 #                         removed on success)
 #   -v, --verbose         print the raw client output too
@@ -34,7 +36,8 @@ iters=""
 check=0
 netns=0
 loss=""
-timeout_s=120
+timeout_s=300
+stall_s=30
 log_dir=""
 verbose=0
 
@@ -49,10 +52,11 @@ while [ "$#" -gt 0 ]; do
 	--netns) netns=1 ;;
 	--loss) loss="${2:?}" && netns=1 && shift ;;
 	--timeout) timeout_s="${2:?}" && shift ;;
+	--stall) stall_s="${2:?}" && shift ;;
 	--log-dir) log_dir="${2:?}" && shift ;;
 	-v | --verbose) verbose=1 ;;
 	-h | --help)
-		sed -n '2,26p' "$0"
+		usage
 		exit 0
 		;;
 	*) die "unknown option: $1 (see --help)" ;;
@@ -65,7 +69,8 @@ case "$mode" in msg | tagged) ;; *) die "--mode must be msg or tagged" ;; esac
 [[ "$size" = all || "$size" =~ ^[0-9]+$ ]] || die "--size must be 'all' or a byte count"
 [[ -z "$iters" || "$iters" =~ ^[0-9]+$ ]] || die "--iters must be a number"
 [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout must be seconds"
-need_cmd fi_pingpong timeout ss awk
+[[ "$stall_s" =~ ^[1-9][0-9]*$ ]] || die "--stall must be seconds > 0"
+need_cmd fi_pingpong timeout stdbuf stat ss awk
 
 net="loopback"
 [ "$netns" -eq 0 ] || net="netns"
@@ -82,16 +87,19 @@ srv_log="$log_dir/server.log"
 cli_log="$log_dir/client.log"
 
 srv_pid=""
+cli_pid=""
 created_netns=0
 reset_loss=0
 lock_fd=""
 
 cleanup() {
-	local rc=$?
-	if [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; then
-		kill -TERM "$srv_pid" 2>/dev/null || true
-		wait "$srv_pid" 2>/dev/null || true
-	fi
+	local rc=$? pid
+	for pid in "$cli_pid" "$srv_pid"; do
+		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
 	if [ "$created_netns" -eq 1 ]; then
 		bash "$SPRAY_ROOT/scripts/netns.sh" down >/dev/null 2>&1 || true
 	elif [ "$reset_loss" -eq 1 ]; then
@@ -184,7 +192,7 @@ start_server() {
 	for attempt in 1 2 3 4 5; do
 		port=$((20000 + (RANDOM % 20000)))
 		port_listening "$port" && continue
-		"${srv_ns[@]}" "${srv_env[@]}" timeout -k 5 "$timeout_s" fi_pingpong "${pp_args[@]}" -B "$port" >"$srv_log" 2>&1 &
+		"${srv_ns[@]}" "${srv_env[@]}" timeout -k 5 "$timeout_s" stdbuf -oL fi_pingpong "${pp_args[@]}" -B "$port" >"$srv_log" 2>&1 &
 		srv_pid=$!
 		# fi_pingpong's client does not retry: wait until the server listens.
 		for _ in $(seq 1 100); do
@@ -204,10 +212,38 @@ start_server() {
 
 start_server
 
+# Runs the client and watches both logs: fi_pingpong prints a row per size,
+# so output that stops growing for stall_s means a hung run, cut short long
+# before the overall timeout. Sets cli_rc (and stalled=1 on a stall).
+stalled=0
+run_client() {
+	local last=-1 now size since
+	"${cli_ns[@]}" "${cli_env[@]}" timeout -k 5 "$timeout_s" stdbuf -oL fi_pingpong "${pp_args[@]}" \
+		-P "$port" "$server_addr" >"$cli_log" 2>&1 &
+	cli_pid=$!
+	since="$(date +%s)"
+	while kill -0 "$cli_pid" 2>/dev/null; do
+		size="$(($(stat -c %s "$cli_log") + $(stat -c %s "$srv_log")))"
+		now="$(date +%s)"
+		if [ "$size" -ne "$last" ]; then
+			last="$size"
+			since="$now"
+		elif [ $((now - since)) -ge "$stall_s" ]; then
+			stalled=1
+			kill -TERM "$cli_pid" 2>/dev/null || true
+			[ -z "$srv_pid" ] || kill -TERM "$srv_pid" 2>/dev/null || true
+			break
+		fi
+		sleep 0.25
+	done
+	cli_rc=0
+	wait "$cli_pid" || cli_rc=$?
+	cli_pid=""
+}
+
 cli_rc=0
 for attempt in 1 2 3 4 5; do
-	cli_rc=0
-	"${cli_ns[@]}" "${cli_env[@]}" timeout -k 5 "$timeout_s" fi_pingpong "${pp_args[@]}" -P "$port" "$server_addr" >"$cli_log" 2>&1 || cli_rc=$?
+	run_client
 	# Only a refused control connection is safe to retry: the server is still
 	# waiting in accept() and nothing has been exchanged yet.
 	if [ "$cli_rc" -ne 0 ] && grep -q 'failed to connect' "$cli_log" && kill -0 "$srv_pid" 2>/dev/null; then
@@ -220,6 +256,7 @@ done
 
 srv_rc=0
 wait "$srv_pid" || srv_rc=$?
+[ "$stalled" -eq 0 ] || fail "stalled_no_output_for_${stall_s}s"
 srv_pid=""
 [ "$verbose" -eq 0 ] || cat "$cli_log" >&2
 

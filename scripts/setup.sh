@@ -19,7 +19,7 @@ while [ "$#" -gt 0 ]; do
 	--no-build) build=0 ;;
 	--system) install_args+=(--system) ;;
 	-h | --help)
-		sed -n '2,12p' "$0"
+		usage
 		exit 0
 		;;
 	*) die "unknown option: $1" ;;

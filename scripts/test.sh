@@ -19,7 +19,7 @@ while [ "$#" -gt 0 ]; do
 	case "$1" in
 	--no-setup) setup=0 ;;
 	-h | --help)
-		sed -n '2,12p' "$0"
+		usage
 		exit 0
 		;;
 	*) die "unknown option: $1" ;;

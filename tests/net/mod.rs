@@ -122,6 +122,8 @@ pub fn host_prereqs(netns: bool) -> Prereq {
 /// Builds and installs spray once per test binary (`cargo build --release
 /// --lib` + `scripts/install.sh`), then checks that libfabric can load the
 /// provider under test. The result is cached: later tests reuse it.
+/// `SPRAY_TEST_NO_BUILD=1` tests the library already in `SPRAY_PROVIDER_DIR`
+/// (default `build/`) or installed system-wide, without building.
 pub fn provider_ready() -> Prereq {
     static READY: OnceLock<Prereq> = OnceLock::new();
     READY.get_or_init(build_and_probe).clone()
@@ -129,7 +131,8 @@ pub fn provider_ready() -> Prereq {
 
 fn build_and_probe() -> Prereq {
     let prov = provider();
-    if prov == "spray" {
+    let no_build = std::env::var("SPRAY_TEST_NO_BUILD").is_ok_and(|v| v == "1");
+    if prov == "spray" && !no_build {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let out = Command::new(cargo)
             .args(["build", "--release", "--lib"])
