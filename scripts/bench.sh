@@ -8,6 +8,8 @@
 #   --providers "A B"   providers to compare; ratios are A/B (default: "spray tcp")
 #   --sizes "S ..."     message sizes in bytes (default: "8 4096 65536 1048576")
 #   --mode msg|tagged   fi_pingpong transmit mode (default: msg)
+#   --no-baselines      leave out the kernel UDP / TCP ping-pong baselines
+#                       (scripts/raw_pingpong.c, busy-polling; UDP only up to 64 KiB)
 #   --no-save           do not write results/bench-<date>.md
 # Repetitions interleave the providers (A B, then B A, ...) and wait for an idle
 # CPU first, so background load hits both alike. Latency is fi_pingpong's
@@ -23,6 +25,7 @@ providers=(spray tcp)
 sizes=(8 4096 65536 1048576)
 mode="msg"
 save=1
+baselines=1
 while [ "$#" -gt 0 ]; do
 	case "$1" in
 	-n) reps="${2:?}" && shift ;;
@@ -32,6 +35,7 @@ while [ "$#" -gt 0 ]; do
 	--sizes) read -r -a sizes <<<"${2:?}" && shift ;;
 	--mode) mode="${2:?}" && shift ;;
 	--no-save) save=0 ;;
+	--no-baselines) baselines=0 ;;
 	-h | --help)
 		usage
 		exit 0
@@ -75,6 +79,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 pp_net=()
+srv_ns=()
+cli_ns=()
+server_addr="127.0.0.1"
 if [ "$net" = netns ]; then
 	need_root
 	if ! bash "$SPRAY_ROOT/scripts/netns.sh" status; then
@@ -82,7 +89,47 @@ if [ "$net" = netns ]; then
 		bash "$SPRAY_ROOT/scripts/netns.sh" up >/dev/null
 	fi
 	pp_net=(--netns)
+	srv_ns=(ip netns exec "$SPRAY_NS_A")
+	cli_ns=(ip netns exec "$SPRAY_NS_B")
+	server_addr="$SPRAY_ADDR_A"
 fi
+
+# Ratios compare the first two providers asked for (not the baselines).
+a="${providers[0]}"
+b="${providers[1]:-}"
+
+# Kernel baselines run as pseudo-providers "kernel-udp" / "kernel-tcp".
+raw_bin="$SPRAY_PROVIDER_DIR/raw_pingpong"
+if [ "$baselines" -eq 1 ]; then
+	if command -v cc >/dev/null 2>&1 && mkdir -p "$SPRAY_PROVIDER_DIR" &&
+		cc -O2 -Wall -o "$raw_bin" "$SPRAY_ROOT/scripts/raw_pingpong.c"; then
+		providers+=(kernel-udp kernel-tcp)
+	else
+		log "no C compiler or build failed: kernel baselines left out"
+	fi
+fi
+
+# One kernel ping-pong (proto size iters); prints "RESULT ... usec_per_xfer= mb_per_sec=".
+run_raw() {
+	local proto="$1" s="$2" n="$3" port srv rc=0 i out
+	[ "$proto" = tcp ] || [ "$s" -le 65507 ] || return 2
+	port=$((20000 + (RANDOM % 20000)))
+	"${srv_ns[@]}" timeout 60 "$raw_bin" "$proto" "$port" "$s" "$n" >/dev/null 2>&1 &
+	srv=$!
+	for i in $(seq 1 100); do
+		if [ "$proto" = tcp ]; then
+			"${srv_ns[@]}" ss -Hltn "sport = :$port" | grep -q . && break
+		else
+			"${srv_ns[@]}" ss -Hlun "sport = :$port" | grep -q . && break
+		fi
+		[ "$i" -lt 100 ] || { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; return 1; }
+		sleep 0.05
+	done
+	out="$("${cli_ns[@]}" timeout 60 "$raw_bin" "$proto" "$port" "$s" "$n" "$server_addr" 2>/dev/null)" || rc=1
+	[ "$rc" -eq 0 ] || kill "$srv" 2>/dev/null || true
+	wait "$srv" 2>/dev/null || rc=1
+	[ "$rc" -eq 0 ] && echo "RESULT $out"
+}
 
 declare -A lat bw
 failures=0
@@ -96,8 +143,17 @@ for rep in $(seq 1 "$reps"); do
 	for prov in "${order[@]}"; do
 		wait_idle
 		for s in "${sizes[@]}"; do
-			out="$(bash "$SPRAY_ROOT/scripts/pingpong.sh" -p "$prov" -e rdm -m "$mode" -S "$s" \
-				-I "$(iters_for "$s")" --timeout 60 "${pp_net[@]}" 2>/dev/null)" || true
+			case "$prov" in
+			kernel-udp | kernel-tcp)
+				rrc=0
+				out="$(run_raw "${prov#kernel-}" "$s" "$(iters_for "$s")")" || rrc=$?
+				[ "$rrc" -ne 2 ] || continue # UDP cannot carry this size in one datagram
+				;;
+			*)
+				out="$(bash "$SPRAY_ROOT/scripts/pingpong.sh" -p "$prov" -e rdm -m "$mode" -S "$s" \
+					-I "$(iters_for "$s")" --timeout 60 "${pp_net[@]}" 2>/dev/null)" || true
+				;;
+			esac
 			line="$(grep '^RESULT ' <<<"$out" | tail -n 1)" || true
 			if [ -z "$line" ]; then
 				log "rep $rep: $prov at $s B failed: $(grep '^SUMMARY' <<<"$out" || echo no output)"
@@ -120,8 +176,6 @@ ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.2f\n", a / b }'
 }
 
-a="${providers[0]}"
-b="${providers[1]:-}"
 table="$(
 	echo "## fi_pingpong -e rdm -m $mode, $net, median of $reps ($(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, libfabric $(fi_info --version | awk '/^libfabric:/ {print $2}'))"
 	echo
@@ -154,6 +208,9 @@ table="$(
 		[ -z "$b" ] || row+=" $(ratio "${mb[$a]}" "${mb[$b]}") |"
 		echo "$row"
 	done
+	case " ${providers[*]} " in
+	*" kernel-"*) echo && echo "kernel-udp / kernel-tcp: plain sockets ping-pong with busy polling (scripts/raw_pingpong.c); UDP only up to 64 KiB." ;;
+	esac
 	[ "$failures" -eq 0 ] || { echo && echo "($failures run(s) failed: n/a cells)"; }
 )"
 echo "$table"
