@@ -114,9 +114,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The result rows: "<size> <sent> <=acked> <total> <time>s <MB/sec> <usec/xfer> <Mxfers/sec>".
+rows() {
+	awk '$1 ~ /^[0-9.]+[kmg]?$/ && $3 ~ /^[=+-][0-9]+[kmb]?$/ && NF == 8 { print }' "$1"
+}
+
 fail() {
-	local reason="$1"
-	echo "SUMMARY status=fail $desc reason=$reason logs=$log_dir"
+	local reason="$1" last
+	# The last size both sides completed tells where a run broke.
+	last="$(rows "$cli_log" 2>/dev/null | tail -n 1 | awk '{ print $1 }')"
+	[ -z "$last" ] || last="$(human_to_bytes "$last")"
+	echo "SUMMARY status=fail $desc reason=$reason last_done_size=${last:-none} logs=$log_dir"
 	{
 		echo "--- server ($srv_log), last lines:"
 		tail -n 15 "$srv_log" 2>/dev/null || true
@@ -264,10 +272,6 @@ read -r udp_in1 udp_drop1 < <(udp_counters)
 udp_in=$((udp_in1 - udp_in0))
 udp_dropped=$((udp_drop1 - udp_drop0))
 
-# The result rows: "<size> <sent> <=acked> <total> <time>s <MB/sec> <usec/xfer> <Mxfers/sec>".
-rows() {
-	awk '$1 ~ /^[0-9.]+[kmg]?$/ && $3 ~ /^[=+-][0-9]+[kmb]?$/ && NF == 8 { print }' "$1"
-}
 
 if grep -q 'Error at iteration' "$cli_log" "$srv_log"; then
 	fail "data_integrity_error"
