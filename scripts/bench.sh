@@ -140,8 +140,8 @@ for rep in $(seq 1 "$reps"); do
 		order=()
 		for ((i = ${#providers[@]} - 1; i >= 0; i--)); do order+=("${providers[$i]}"); done
 	fi
+	wait_idle
 	for prov in "${order[@]}"; do
-		wait_idle
 		for s in "${sizes[@]}"; do
 			case "$prov" in
 			kernel-udp | kernel-tcp)
