@@ -19,7 +19,7 @@ use net::{
 /// every size, small enough that 46 sizes up to 6 MiB take seconds.
 const ITERS: &str = "20";
 /// Bound on each fi_pingpong process (seconds).
-const TIMEOUT_S: &str = "300";
+const TIMEOUT_S: &str = "120";
 /// A run whose output stops growing this long is a hang (seconds): fi_pingpong
 /// prints one row per size, and no size takes this long at `ITERS`.
 const STALL_S: &str = "30";
