@@ -71,6 +71,10 @@ run_tests() {
 	return "${PIPESTATUS[0]}"
 }
 step test run_tests
+# A test run killed hard can leave the namespace testbed behind.
+if [ "$(id -u)" -eq 0 ]; then
+	bash scripts/netns.sh down >/dev/null 2>&1 || true
+fi
 
 echo
 echo "=== summary ($(($(date +%s) - t0)) s)"

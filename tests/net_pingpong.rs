@@ -80,10 +80,9 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
         stall,
     ];
     if net == Net::Netns {
-        args.push("--netns");
-    }
-    if lossy {
-        args.extend(["--loss", loss]);
+        // An explicit loss, 0 included: a testbed left behind by a killed
+        // run may still carry another case's loss rule.
+        args.extend(["--netns", "--loss", loss]);
     }
     let out = match script("pingpong.sh", &args) {
         Ok(out) => out,
