@@ -22,7 +22,7 @@ const ITERS: &str = "20";
 const TIMEOUT_S: &str = "120";
 /// A run whose output stops growing this long is a hang (seconds): fi_pingpong
 /// prints one row per size, and no size takes this long at `ITERS`.
-const STALL_S: &str = "30";
+const STALL_S: &str = "45";
 /// An unreliable DGRAM run stalled by a lost datagram is cut short after this (seconds).
 const DGRAM_LOSS_STALL_S: &str = "10";
 /// rdm must carry at least this much in one message (bytes).
