@@ -1,6 +1,7 @@
 //! Incast: many senders into one receiver behind a shared bottleneck with a
 //! one-BDP buffer. Prints FCTs, fairness and drops; asserts the bars of the
-//! design brief (see the report for where they are not met).
+//! design brief (max FCT <= 1.2x ideal, Jain >= 0.95, drops <= 1 %, and for
+//! sustained incast every flow within ±20 % of its fair share).
 
 use core::time::Duration;
 
@@ -139,45 +140,35 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
     }
 }
 
-// The brief's bars for 64->1 with a one-BDP buffer (max FCT <= 1.2x ideal,
-// Jain >= 0.95, drops <= 1 %) are NOT met yet: the first round trip's burst
-// (initial_window packets per sender, before any credit can arrive)
-// overflows the buffer, and the losers of that burst recover a few RTTs
-// late. Figures reached (also printed): 16->1 1.63x / Jain 0.97 / 24 %
-// drops (all in the first burst); 64->1 1.60x / Jain 0.50 / 51 %; with
-// initial_window 4: 2.16x / Jain 0.96 / 5 %. The assertions guard that level.
-
-#[test]
-fn incast_16_to_1() {
-    let r = incast(16, 200, 64);
-    assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
+/// The bars of the design brief for an incast into a one-BDP buffer.
+fn assert_bars(r: &Incast) {
     assert!(
-        r.max_fct_ratio <= 2.0,
+        r.max_fct_ratio <= 1.2,
         "max FCT {:.3}x ideal",
         r.max_fct_ratio
     );
+    assert!(r.jain >= 0.95, "Jain {:.3}", r.jain);
+    assert!(r.drop_rate <= 0.01, "drops {:.2} %", r.drop_rate * 100.0);
+}
+
+// Reached (also printed): 16->1 1.04x / Jain 1.000 / 0 % drops; 64->1
+// 1.04x / 0.999 / 0.54 %; with initial_window 4 1.05x / 1.000 / 0.54 %. The
+// drops are the unscheduled first packets of 64 senders into a 43-packet
+// buffer (see PROTOCOL.md, known limits).
+
+#[test]
+fn incast_16_to_1() {
+    assert_bars(&incast(16, 200, 64));
 }
 
 #[test]
 fn incast_64_to_1() {
-    let r = incast(64, 60, 64);
-    assert!(
-        r.max_fct_ratio <= 2.0,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
-    );
+    assert_bars(&incast(64, 60, 64));
 }
 
 #[test]
 fn incast_64_to_1_small_initial_window() {
-    let r = incast(64, 60, 4);
-    assert!(
-        r.max_fct_ratio <= 2.5,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
-    );
-    assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
-    assert!(r.drop_rate <= 0.1, "drops {:.3}", r.drop_rate);
+    assert_bars(&incast(64, 60, 4));
 }
 
 /// Sustained incast: 16 senders, each with far more data than a round trip,
