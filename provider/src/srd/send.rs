@@ -36,7 +36,8 @@ impl Peer {
         if ramp >= budget {
             fair
         } else {
-            fair.min(ramp as u16)
+            // Below 0xFFFF (= unlimited) whatever the configured budget.
+            fair.min(ramp.min(u32::from(u16::MAX - 1)) as u16)
         }
     }
 
