@@ -211,6 +211,10 @@ fn ten_times_slower_path_carries_its_capacity_share() {
         let r = transfer(6, ack_delay, specs.clone(), n, |_| {});
         let share = r.tx.path_sent[2] as f64 / r.tx.tx_data as f64;
         println!(
+            "path srtt ns: {:?}",
+            r.sim.nodes[0].srd.path_srtt(spray::PeerId(0))
+        );
+        println!(
             "10x slower path (ack delay {ack_delay:?}): share {:.2} % of packets, capacity share {:.2} %, {:.3} ms, retx {}",
             share * 100.0,
             capacity_share * 100.0,
