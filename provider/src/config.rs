@@ -45,6 +45,11 @@ pub struct Config {
     pub max_rto: Duration,
     /// Initial congestion window, in packets.
     pub initial_window: u32,
+    /// Packets a sender may have in flight to a peer before the peer's first
+    /// acknowledgement (and with it a receiver credit) arrives: the only
+    /// traffic no receiver controls, so it bounds the first round trip of an
+    /// incast. At least 1.
+    pub unscheduled_packets: u32,
     /// Most bytes of unexpected (not yet matched) message data held per endpoint;
     /// past it senders are held back (nothing is dropped).
     pub max_unexpected_bytes: usize,
@@ -68,6 +73,7 @@ impl Config {
             min_rto: Duration::from_millis(2),
             max_rto: Duration::from_secs(1),
             initial_window: 64,
+            unscheduled_packets: 1,
             max_unexpected_bytes: 64 << 20,
             eager_limit: 64 << 10,
         }

@@ -1,6 +1,7 @@
 //! Incast: many senders into one receiver behind a shared bottleneck with a
 //! one-BDP buffer. Prints FCTs, fairness and drops; asserts the bars of the
-//! design brief (see the report for where they are not met).
+//! design brief (max FCT <= 1.2x ideal, Jain >= 0.95, drops <= 1 %, and for
+//! sustained incast every flow within ±20 % of its fair share).
 
 use core::time::Duration;
 
@@ -139,43 +140,119 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
     }
 }
 
-// The brief's bars for 64->1 with a one-BDP buffer (max FCT <= 1.2x ideal,
-// Jain >= 0.95, drops <= 1 %) are NOT met yet: the first round trip's burst
-// (initial_window packets per sender, before any credit can arrive)
-// overflows the buffer, and the losers of that burst recover a few RTTs
-// late. Figures reached (also printed): 16->1 1.63x / Jain 0.97 / 24 %
-// drops (all in the first burst); 64->1 1.60x / Jain 0.50 / 51 %; with
-// initial_window 4: 2.16x / Jain 0.96 / 5 %. The assertions guard that level.
-
-#[test]
-fn incast_16_to_1() {
-    let r = incast(16, 200, 64);
-    assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
+/// The bars of the design brief for an incast into a one-BDP buffer.
+fn assert_bars(r: &Incast) {
     assert!(
-        r.max_fct_ratio <= 2.0,
+        r.max_fct_ratio <= 1.2,
         "max FCT {:.3}x ideal",
         r.max_fct_ratio
     );
+    assert!(r.jain >= 0.95, "Jain {:.3}", r.jain);
+    assert!(r.drop_rate <= 0.01, "drops {:.2} %", r.drop_rate * 100.0);
+}
+
+// Reached (also printed): 16->1 1.04x / Jain 1.000 / 0 % drops; 64->1
+// 1.04x / 0.999 / 0.54 %; with initial_window 4 1.05x / 1.000 / 0.54 %. The
+// drops are the unscheduled first packets of 64 senders into a 43-packet
+// buffer (see PROTOCOL.md, known limits).
+
+#[test]
+fn incast_16_to_1() {
+    assert_bars(&incast(16, 200, 64));
 }
 
 #[test]
 fn incast_64_to_1() {
-    let r = incast(64, 60, 64);
-    assert!(
-        r.max_fct_ratio <= 2.0,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
-    );
+    assert_bars(&incast(64, 60, 64));
 }
 
 #[test]
 fn incast_64_to_1_small_initial_window() {
-    let r = incast(64, 60, 4);
-    assert!(
-        r.max_fct_ratio <= 2.5,
-        "max FCT {:.3}x ideal",
-        r.max_fct_ratio
+    assert_bars(&incast(64, 60, 4));
+}
+
+/// Sustained incast: 16 senders, each with far more data than a round trip,
+/// into the same one-BDP bottleneck. After convergence every flow's
+/// throughput, sampled over 0.5 ms windows (10 RTTs) until the first flow
+/// finishes, stays within ±20 % of the fair share (the window's total / 16).
+#[test]
+fn sustained_incast_16_flows_stay_near_fair_share() {
+    let (senders, per_sender, size) = (16usize, 600u64, 1400usize);
+    let rate = 1_250_000_000u64;
+    let one_way = Duration::from_micros(25);
+    let paths = 4u8;
+    let rx = senders;
+    let nodes: Vec<SrdNode> = (0..=senders)
+        .map(|i| SrdNode::new(&config(i, paths, 100 + i as u32)))
+        .collect();
+    let mut spec = LinkSpec::ideal(one_way);
+    spec.bandwidth = 4 * rate;
+    let mut sim = Sim::new(33, nodes, vec![spec; usize::from(paths)]);
+    let mut b = LinkSpec::ideal(Duration::ZERO);
+    b.bandwidth = rate;
+    b.buffer = rate * 2 * one_way.as_nanos() as u64 / 1_000_000_000;
+    sim.bottleneck[rx] = Some(Link::new(b));
+    for s in 0..senders {
+        for t in 0..per_sender {
+            sim.nodes[s].push(addr(rx), t, payload(t, size));
+        }
+    }
+    let done = |sim: &Sim<SrdNode>| {
+        (0..senders).all(|s| sim.nodes[s].acked().count() as u64 == per_sender)
+    };
+    assert!(sim.run_until(Instant::from_nanos(5_000_000_000), done));
+    for s in 0..senders {
+        check_pair(&sim, s, rx, per_sender).unwrap();
+    }
+    // Arrival times at the receiver, per sender.
+    let mut arrivals: Vec<Vec<u64>> = vec![Vec::new(); senders];
+    for a in &sim.nodes[rx].arrived {
+        if let Some(s) =
+            (0..senders).find(|&s| sim.nodes[rx].srd.peer_addr(a.peer) == Some(addr(s)))
+        {
+            arrivals[s].push(a.at.as_nanos());
+        }
+    }
+    let first_done = arrivals
+        .iter()
+        .map(|v| v.iter().copied().max().unwrap_or(0))
+        .min()
+        .unwrap_or(0);
+    let window = 500_000u64;
+    let start = 1_000_000u64; // convergence: 20 RTTs
+    let mut worst = 0.0f64;
+    let mut windows = 0;
+    let mut t = start;
+    while t + window <= first_done {
+        let counts: Vec<u64> = arrivals
+            .iter()
+            .map(|v| v.iter().filter(|&&x| x >= t && x < t + window).count() as u64)
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let fair = total as f64 / senders as f64;
+        for &c in &counts {
+            worst = worst.max((c as f64 - fair).abs() / fair);
+        }
+        // The bottleneck stays busy too (at least 90 % utilised).
+        let util = total as f64 * (size + 48) as f64 / (rate as f64 * window as f64 / 1e9);
+        assert!(util >= 0.9, "window at {t} ns: utilisation {util:.3}");
+        windows += 1;
+        t += window;
+    }
+    let bl = sim.bottleneck[rx]
+        .as_ref()
+        .map(|l| l.stats.clone())
+        .unwrap_or_default();
+    println!(
+        "sustained incast 16->1: {windows} windows of 0.5 ms, worst deviation from fair share {:.1} %, drops {} of {}",
+        worst * 100.0,
+        bl.overflow,
+        bl.offered
     );
-    assert!(r.jain >= 0.9, "Jain {:.3}", r.jain);
-    assert!(r.drop_rate <= 0.1, "drops {:.3}", r.drop_rate);
+    assert!(windows >= 8, "only {windows} sample windows");
+    assert!(
+        worst <= 0.2,
+        "a flow deviated {:.1} % from its fair share",
+        worst * 100.0
+    );
 }

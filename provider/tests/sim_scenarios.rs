@@ -197,6 +197,39 @@ fn slow_path_gets_less_traffic() {
     }
 }
 
+/// One of 8 paths has a tenth of the others' bandwidth (same buffer, so
+/// under load it also queues far longer): its share of the packets must stay
+/// within 2 points of its share of the capacity (1/71), with both the
+/// default delayed ack and the driver's ack-every-batch.
+#[test]
+fn ten_times_slower_path_carries_its_capacity_share() {
+    let n = 3000;
+    let mut specs = vec![path(GBIT, 10); 8];
+    specs[2].bandwidth = GBIT / 10;
+    let capacity_share = 0.1 / 7.1;
+    for ack_delay in [None, Some(Duration::ZERO)] {
+        let r = transfer(6, ack_delay, specs.clone(), n, |_| {});
+        let share = r.tx.path_sent[2] as f64 / r.tx.tx_data as f64;
+        println!(
+            "path srtt ns: {:?}",
+            r.sim.nodes[0].srd.path_srtt(spray::PeerId(0))
+        );
+        println!(
+            "10x slower path (ack delay {ack_delay:?}): share {:.2} % of packets, capacity share {:.2} %, {:.3} ms, retx {}",
+            share * 100.0,
+            capacity_share * 100.0,
+            r.secs * 1e3,
+            r.tx.retransmits
+        );
+        assert!(
+            share <= capacity_share + 0.02,
+            "slow path carried {:.2} % (capacity share {:.2} %)",
+            share * 100.0,
+            capacity_share * 100.0
+        );
+    }
+}
+
 #[test]
 fn loopback_like_jumbo_datagrams_are_not_throttled() {
     // Loopback-like: 64 KiB datagrams, tiny delay, one shared 3 GB/s pipe

@@ -52,6 +52,7 @@ impl Peer {
         } else {
             Some(u32::from(ack.credit))
         };
+        self.tx.credit_heard = true;
         if acked_bytes > 0 {
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;

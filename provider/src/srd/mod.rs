@@ -55,6 +55,8 @@ pub struct Srd {
     credit: u16,
     /// When `credit` was last computed.
     credit_at: Option<Instant>,
+    /// The set of active senders grew: recompute `credit` now.
+    recount: bool,
 }
 
 impl Srd {
@@ -77,6 +79,7 @@ impl Srd {
                 .max(1),
             unreachable_ns: cfg.unreachable_timeout.as_nanos() as u64,
             initial_window: cfg.initial_window.max(2),
+            unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
         };
         let stats = SrdStats {
@@ -94,6 +97,7 @@ impl Srd {
             cursor: 0,
             credit: CREDIT_UNLIMITED,
             credit_at: None,
+            recount: false,
         }
     }
 
@@ -125,6 +129,7 @@ impl Srd {
             pool: &mut self.pool,
             stats: &mut self.stats,
             credit: self.credit,
+            recount: &mut self.recount,
         };
         (&mut self.peers[i], ctx)
     }

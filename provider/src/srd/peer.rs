@@ -17,6 +17,11 @@ use crate::time::Instant;
 /// Tail-loss probes before falling back to the RTO.
 const MAX_TLP: u32 = 2;
 
+/// Tail-loss probe time before any RTT sample, ns: well above a LAN's RTT,
+/// far below the initial RTO, so a first packet lost in an incast's first
+/// round trip (the unscheduled one) is resent soon.
+const UNSAMPLED_PTO_NS: u64 = 200_000;
+
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -38,8 +43,11 @@ pub struct Params {
     pub max_rto_ns: u64,
     /// Unreachable timeout, ns.
     pub unreachable_ns: u64,
-    /// Initial window, packets.
+    /// Initial window, packets; also the receiver's credit budget shared
+    /// among its active senders.
     pub initial_window: u32,
+    /// Packets in flight before the first credit arrives.
+    pub unscheduled: u32,
     /// Seed for per-peer random choices.
     pub seed: u64,
 }
@@ -56,6 +64,8 @@ pub struct Ctx<'a> {
     pub stats: &'a mut SrdStats,
     /// Credit (packets beyond the cumulative ack) granted to each sender now.
     pub credit: u16,
+    /// Set when the receiver's fair share must be recomputed at once.
+    pub recount: &'a mut bool,
 }
 
 /// Everything we know about one remote endpoint.
@@ -115,7 +125,7 @@ impl Peer {
             id,
             addr,
             remote_epoch: 0,
-            tx: Tx::new(),
+            tx: Tx::new(p.unscheduled),
             rx: Rx::new(),
             paths: PathSet::new(p.paths),
             cc: Bbr::new(
@@ -181,10 +191,16 @@ impl Peer {
             // Tail-loss probe: far sooner than the RTO when the RTT is known,
             // so a lost last packet (e.g. in a ping-pong) costs ~2 RTTs.
             // A second probe (after twice the wait) covers a lost first one.
-            let pto =
-                (2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns) << self.tlp_count.min(4);
+            let base = if self.srtt_ns == 0 {
+                // Stretched like the RTO, so the losers of a first burst
+                // do not all come back at the same instant.
+                UNSAMPLED_PTO_NS + UNSAMPLED_PTO_NS / 100 * self.rto_jitter_pct
+            } else {
+                2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
+            };
+            let pto = base << self.tlp_count.min(4);
             let tlp_at = self.last_data_sent + core::time::Duration::from_nanos(pto);
-            if self.srtt_ns > 0 && self.tlp_count < MAX_TLP && tlp_at < rto_at {
+            if self.tlp_count < MAX_TLP && tlp_at < rto_at {
                 self.timers.set(Timer::Tlp, tlp_at);
             } else {
                 self.timers.stop(Timer::Tlp);
@@ -251,7 +267,8 @@ impl Peer {
         ctx.events
             .push_back(DgramEvent::PeerRestarted { peer: self.id });
         self.fail_all(ctx, FailReason::PeerRestarted);
-        self.tx.credit = None;
+        self.tx.credit = Some(ctx.p.unscheduled);
+        self.tx.credit_heard = false;
         self.rx = Rx::new();
         self.timers.stop(Timer::Ack);
         self.remote_epoch = epoch;

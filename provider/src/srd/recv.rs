@@ -10,21 +10,25 @@ use crate::dgram::PeerId;
 use crate::time::Instant;
 use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED};
 
+/// A sender is active if it sent us new data this recently, ns.
+const ACTIVE_NS: u64 = 1_000_000;
+
 impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
     /// one active sender; with several, `initial_window` packets beyond their
     /// cumulative acks shared among them (at least one each). A sender is
     /// active if it sent us new data in the last `ACTIVE_NS`.
     pub(crate) fn update_credit(&mut self, now: Instant) {
-        const ACTIVE_NS: u64 = 1_000_000;
         const REFRESH_NS: u64 = 50_000;
-        if self
-            .credit_at
-            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(REFRESH_NS))
+        if !self.recount
+            && self
+                .credit_at
+                .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(REFRESH_NS))
         {
             return;
         }
         self.credit_at = Some(now);
+        self.recount = false;
         let active = self
             .peers
             .iter()
@@ -108,8 +112,12 @@ impl Srd {
                 peer.rx.advance_floor(h.psn_floor);
                 match peer.rx.on_packet(h.psn, now) {
                     Arrival::New => {
+                        let was_active = peer.rx_last_data.is_some_and(|t| {
+                            now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS)
+                        });
                         peer.rx_last_data = Some(now);
                         peer.rx.unacked += 1;
+                        peer.rx.received = peer.rx.received.saturating_add(1);
                         if peer.rx.unacked >= ctx.p.ack_every || h.flags & flags::ACK_NOW != 0 {
                             peer.rx.ack_now = true;
                         }
@@ -120,6 +128,11 @@ impl Srd {
                             );
                         }
                         ctx.stats.rx_delivered += 1;
+                        if !was_active {
+                            // The set of active senders grew: recount the
+                            // fair share before the next ack leaves.
+                            *ctx.recount = true;
+                        }
                         Some((id, pkt.payload_ref()))
                     }
                     Arrival::Duplicate => {

@@ -35,6 +35,9 @@ pub struct Rx {
     pub unacked: u32,
     /// An ack must go out at once (gap, duplicate, request, `ack_every`).
     pub ack_now: bool,
+    /// New data packets received in this session (saturating): a young
+    /// sender's credit ramps up with it.
+    pub received: u32,
 }
 
 fn after(a: u32, b: u32) -> bool {
@@ -52,6 +55,7 @@ impl Rx {
             recent: (0, Instant::ZERO),
             unacked: 0,
             ack_now: false,
+            received: 0,
         }
     }
 

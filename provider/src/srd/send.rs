@@ -13,7 +13,7 @@ use crate::wire::srd::{flags, AckRepr, PacketType, Repr, HEADER_LEN, MAX_SACK_EX
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
-    fn take_ack(&mut self, now: Instant, full: bool, credit: u16) -> Option<AckRepr> {
+    fn take_ack(&mut self, now: Instant, full: bool, credit: u16, budget: u32) -> Option<AckRepr> {
         if !self.rx.any {
             return None;
         }
@@ -22,7 +22,23 @@ impl Peer {
         // complete pure ACK must follow so no received packet goes unreported.
         self.rx.ack_now = !full && self.rx.span() > 64;
         self.timers.stop(Timer::Ack);
-        Some(self.rx.ack(now, credit))
+        Some(self.rx.ack(now, self.grant(credit, budget)))
+    }
+
+    /// The credit to grant this peer: the receiver's fair share `fair`, but
+    /// while the peer is young (fewer than `budget` packets received) at most
+    /// one more than it has delivered, so its grant doubles per round trip.
+    /// Senders that start together are thus admitted gradually while the
+    /// receiver learns how many there are (the fair share shrinks as each
+    /// one's first packet arrives).
+    fn grant(&self, fair: u16, budget: u32) -> u16 {
+        let ramp = self.rx.received.saturating_add(1);
+        if ramp >= budget {
+            fair
+        } else {
+            // Below 0xFFFF (= unlimited) whatever the configured budget.
+            fair.min(ramp.min(u32::from(u16::MAX - 1)) as u16)
+        }
     }
 
     fn header(&self, ctx: &Ctx<'_>, ty: PacketType, path: u8) -> Repr {
@@ -44,6 +60,20 @@ impl Peer {
     /// nothing is in flight, so a sender can never be starved.)
     fn credit_ok(&self) -> bool {
         self.tx.credit.is_none_or(|c| self.tx.pkts_in_flight < c) || self.tx.pkts_in_flight == 0
+    }
+
+    /// Will the receiver's credit hold back what is queued behind the packet
+    /// just taken for sending (`next_send` already moved past it), as it
+    /// uses half the credit or more? Then it asks for an
+    /// immediate ack: a sender held to a few packets would otherwise idle
+    /// for the receiver's delayed-ack time every round trip. A ping-pong
+    /// (nothing queued behind) keeps its acks piggybacked.
+    fn credit_stalls(&self) -> bool {
+        let more = self.tx.next_send != self.tx.next_psn;
+        more && self
+            .tx
+            .credit
+            .is_some_and(|c| 2 * (self.tx.pkts_in_flight + 1) >= c)
     }
 
     /// Refill pacing tokens; returns the release time if new data must wait.
@@ -126,7 +156,11 @@ impl Peer {
                         let psn = self.tx.next_send;
                         self.tx.next_send = psn.wrapping_add(1);
                         let (path, probe) = self.paths.pick(now, None);
-                        let fl = if probe { flags::ACK_NOW } else { 0 };
+                        let fl = if probe || self.credit_stalls() {
+                            flags::ACK_NOW
+                        } else {
+                            0
+                        };
                         return Some(self.send_data(ctx, now, psn, path, fl, buf));
                     }
                 }
@@ -138,7 +172,7 @@ impl Peer {
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Ack, path);
-            let ack = self.take_ack(now, true, ctx.credit);
+            let ack = self.take_ack(now, true, ctx.credit, ctx.p.initial_window);
             let ext = buf
                 .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
                 .map_or(0, |b| self.rx.write_ext(b));
@@ -183,7 +217,7 @@ impl Peer {
         h.flags = fl;
         h.psn = psn;
         h.psn_floor = self.tx.una;
-        h.ack = self.take_ack(now, false, ctx.credit);
+        h.ack = self.take_ack(now, false, ctx.credit, ctx.p.initial_window);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
             // Rate samples start from now after an idle period.

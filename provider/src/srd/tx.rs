@@ -99,12 +99,16 @@ pub struct Tx {
     /// Retransmission-timer back-off exponent.
     pub rto_backoff: u32,
     /// Receiver credit: most packets we may have in flight (`None` = unlimited).
+    /// Before the first ack it is the unscheduled allowance.
     pub credit: Option<u32>,
+    /// A credit was received from the peer (this session).
+    pub credit_heard: bool,
 }
 
 impl Tx {
-    /// An empty send state starting at PSN 0.
-    pub fn new() -> Self {
+    /// An empty send state starting at PSN 0, allowed `unscheduled` packets
+    /// in flight until the peer's first credit.
+    pub fn new(unscheduled: u32) -> Self {
         Tx {
             una: 0,
             next_send: 0,
@@ -119,7 +123,8 @@ impl Tx {
             last_progress: Instant::ZERO,
             idle_until_poll: false,
             rto_backoff: 0,
-            credit: None,
+            credit: Some(unscheduled),
+            credit_heard: false,
         }
     }
 
@@ -161,6 +166,6 @@ impl Tx {
 
 impl Default for Tx {
     fn default() -> Self {
-        Self::new()
+        Self::new(1)
     }
 }
