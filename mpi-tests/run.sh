@@ -53,13 +53,25 @@ if [ -n "$PROVDIR" ] && ! ls "$PROVDIR"/lib"$PROV"-fi.so >/dev/null 2>&1; then
     exit 2
 fi
 
-# Provider-specific arguments. libfabric's own tcp provider has two known limits that
-# would hang the full p2p test (the test then fails after its bounded wait): in 1.17
-# (tcp;ofi_rxm) a send whose rendezvous-size message the receiver truncates never
-# completes, and OpenMPI's mtl spins forever once ~1k receives are pre-posted. Other
-# providers (spray) get the full test.
+# Known limits of libfabric's own tcp provider (found with these programs; each one
+# fails or hangs the full test, which then fails after its bounded wait). Other
+# providers (spray) always get the full tests.
+#  - libfabric 1.17 (Debian; tcp;ofi_rxm), used by ompi4 and impi with IMPI_FABRIC=deb:
+#    a truncated receive breaks the connection or the following message, and
+#    OpenMPI's mtl spins forever in MPI_Irecv once ~1k receives are pre-posted.
+#  - OpenMPI 5's osc rdma over btl ofi aborts/segfaults in MPI_Put over tcp (tcp has
+#    no FI_ATOMIC; there is no osc pt2pt in 5.0), so ompi5's rma is skipped for tcp.
 P2P_DEFAULT=()
-if [ "$PROV" = tcp ]; then P2P_DEFAULT=(-s trunc-rndv -n 1000); fi
+KNOWN_SKIP=()
+fabric117=0
+case $MPI in
+ompi4) [ -z "${OMPI4_FABRIC_DIR:-}" ] && fabric117=1 ;;
+impi) [ "$IMPI_FABRIC" = deb ] && fabric117=1 ;;
+esac
+if [ "$PROV" = tcp ]; then
+    [ $fabric117 = 1 ] && P2P_DEFAULT=(-s trunc -n 1000)
+    [ "$MPI" = ompi5 ] && KNOWN_SKIP+=("rma: OpenMPI 5 osc rdma over btl ofi crashes with tcp (no FI_ATOMIC)")
+fi
 P2P_ARGS_ARR=(${P2P_ARGS:-"${P2P_DEFAULT[@]}"})
 
 if ! mpi_build "$MPI"; then
@@ -77,7 +89,7 @@ for t in "${TESTS[@]}"; do
     case $t in
     p2p) prog=("$BIN_DIR/p2p" "${P2P_ARGS_ARR[@]}") ;;
     coll | rma | thread) prog=("$BIN_DIR/$t") ;;
-    osu) prog=("$BIN_DIR/osu" -m 1:1048576 -i 200 -I 20 -x 20 -W 16) ;;
+    osu) prog=("$BIN_DIR/osu" -m 1:262144 -i 100 -I 10 -x 10 -W 16) ;; # smoke; bench.sh measures
     imb-mpi1) prog=("$VENV_IMPI/bin/IMB-MPI1" -msglog 0:16 -iter 100 -time 5 -npmin "$NP"
         PingPong Sendrecv Exchange Allreduce Alltoall Bcast) ;;
     imb-rma) prog=("$VENV_IMPI/bin/IMB-RMA" -msglog 0:14 -iter 50 -time 5 -npmin "$NP"
@@ -85,6 +97,11 @@ for t in "${TESTS[@]}"; do
     py-suite) prog=("$MT_DIR/py/suite.py") ;;
     *) echo "SKIP $t (unknown test)"; skip=$((skip + 1)); continue ;;
     esac
+    known=""
+    for k in "${KNOWN_SKIP[@]}"; do [ "${k%%:*}" = "$t" ] && known=${k#*: }; done
+    if [ -n "$known" ]; then
+        echo "SKIP $MPI/$PROV np=$NP $t: known limit: $known"; skip=$((skip + 1)); continue
+    fi
     if [ "$MPI" != impi ] && [[ $t == imb-* ]]; then
         echo "SKIP $t (IMB comes with the impi wheel only)"; skip=$((skip + 1)); continue
     fi
@@ -113,7 +130,7 @@ for t in "${TESTS[@]}"; do
     echo "$verdict $MPI/$PROV np=$NP $t (${dt}s)${why:+: $why}"
     if [ "$verdict" = FAIL ]; then
         echo "  log: $log"
-        grep -E 'FAIL|rror|abort|Abort' "$log" | grep -v '^+ ' | head -8 | sed 's/^/  | /'
+        grep -aE 'FAIL|rror|abort|Abort' "$log" | grep -v '^+ ' | head -8 | sed 's/^/  | /'
     fi
 done
 echo "# $MPI over $PROV, $NP ranks, $(( $(date +%s) - t_all ))s, logs in $LOGDIR"

@@ -4,6 +4,7 @@
  * when the library does not provide MPI_THREAD_MULTIPLE. */
 #include "common.h"
 #include <pthread.h>
+#include <sys/types.h>
 
 enum { NT = 4, ROUNDS = 300, BIG = 100000 };
 
