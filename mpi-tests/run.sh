@@ -72,6 +72,15 @@ if [ "$PROV" = tcp ]; then
     [ $fabric117 = 1 ] && P2P_DEFAULT=(-s trunc -n 1000)
     [ "$MPI" = ompi5 ] && KNOWN_SKIP+=("rma: OpenMPI 5 osc rdma over btl ofi crashes with tcp (no FI_ATOMIC)")
 fi
+# OpenMPI 5 has no osc pt2pt: its MPI one-sided runs over osc rdma + btl ofi, which
+# crashes in two-sided mode; one-sided mode (BTL_OFI_MODE=0) needs FI_RMA+FI_ATOMIC.
+if [ "$MPI" = ompi5 ] && [ "$PROV" != tcp ] && [ -z "${BTL_OFI_MODE:-}" ] && command -v fi_info >/dev/null; then
+    if FI_PROVIDER_PATH=$PROVDIR fi_info -p "$PROV" -t FI_EP_RDM -c 'FI_RMA|FI_ATOMIC' >/dev/null 2>&1; then
+        export BTL_OFI_MODE=0
+    else
+        KNOWN_SKIP+=("rma: OpenMPI 5 one-sided needs FI_RMA+FI_ATOMIC from the provider (btl ofi one-sided mode); $PROV has not both")
+    fi
+fi
 P2P_ARGS_ARR=(${P2P_ARGS:-"${P2P_DEFAULT[@]}"})
 
 if ! mpi_build "$MPI"; then

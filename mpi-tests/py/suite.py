@@ -24,6 +24,10 @@ def pattern(n, seed):
 partner = rank ^ 1
 assert size % 2 == 0, "needs an even number of ranks"
 
+if rank == 0:
+    print("mpi4py", __import__("mpi4py").__version__, "on", MPI.Get_library_version().splitlines()[0],
+          flush=True)
+
 # p2p: buffer sizes 0 B .. 4 MiB both ways, verified
 for k, n in enumerate([0, 1, 1023, 1024, 1025, 8192, 65537, 1 << 20, 4 << 20]):
     send = pattern(n, rank + k)
@@ -71,8 +75,7 @@ n = 4096
 mem = bytearray(n * 4)
 win = MPI.Win.Create(mem, disp_unit=4, comm=comm)
 right, left = (rank + 1) % size, (rank - 1) % size
-src = bytearray(int.to_bytes(rank * 1000 + i, 4, "little") for i in range(n)) \
-    if False else b"".join(int.to_bytes(rank * 1000 + i, 4, "little") for i in range(n))
+src = b"".join(int.to_bytes(rank * 1000 + i, 4, "little") for i in range(n))
 win.Fence()
 win.Put(src, right)
 win.Fence()
@@ -82,7 +85,7 @@ win.Fence()
 comm.Barrier()
 one = bytearray(int.to_bytes(rank + 1, 4, "little"))
 win.Lock(0, MPI.LOCK_SHARED)
-win.Accumulate(one, 0, target=(0, 1, MPI.INT), op=MPI.REPLACE if False else MPI.SUM)
+win.Accumulate([one, MPI.INT], 0, target=(0, 1, MPI.INT), op=MPI.SUM)
 win.Unlock(0)
 comm.Barrier()
 if rank == 0:
