@@ -80,7 +80,7 @@ for m in "${avail[@]}"; do
                 log=$LOGDIR/bench-$m-$p-$kind-$r.log
                 "${LAUNCH[@]}" "$BIN_DIR/osu" "${args[@]}" >"$log" 2>&1 </dev/null
                 rc=$?
-                if [ $rc -ne 0 ] || ! grep -Eq "$VERIFY_RE" "$log" || grep -Eq "$REJECT_RE" "$log"; then
+                if [ $rc -ne 0 ] || ! grep -aEq "$VERIFY_RE" "$log" || ! grep -aEq "$VERIFY2_RE" "$log" || grep -aEq "$REJECT_RE" "$log"; then
                     echo "# $m/$p $kind run $r FAILED (exit $rc), log $log" >&2
                     continue
                 fi

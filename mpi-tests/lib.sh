@@ -55,8 +55,8 @@ mpi_build() {
 }
 
 # mpi_launch MPI PROV PROVDIR NP -> fills the array LAUNCH (command prefix before the
-# program), VERIFY_RE (egrep that must match the log: the provider/transport in use)
-# and REJECT_RE (egrep that must not match: another transport was chosen).
+# program), VERIFY_RE and VERIFY2_RE (egreps that must match the log: the provider /
+# transport in use) and REJECT_RE (must not match: another transport was chosen).
 mpi_launch() {
     local m=$1 prov=$2 pdir=$3 np=$4
     local fienv=(FI_PROVIDER="$prov")
@@ -68,6 +68,7 @@ mpi_launch() {
     local kv
     for kv in "${fienv[@]}"; do ompix+=(-x "$kv"); done
     local to=(timeout -k 10 "$LAUNCH_TIMEOUT")
+    VERIFY2_RE='.'
     case $m in
     ompi4)
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
@@ -76,6 +77,7 @@ mpi_launch() {
         # OMPI4_FABRIC_DIR=<dir>: load that libfabric.so.1 instead of Debian's 1.17
         [ -n "${OMPI4_FABRIC_DIR:-}" ] && LAUNCH+=(-x LD_LIBRARY_PATH="$OMPI4_FABRIC_DIR")
         VERIFY_RE='select: component cm selected'
+        VERIFY2_RE='mtl\) Selected component \[ofi\]'
         REJECT_RE='select: component (ob1|ucx) selected' ;;
     ompi4-btl)
         # pml ob1 over btl ofi. BTL_OFI_MODE 1 = two-sided (FI_MSG; default, as
@@ -99,6 +101,7 @@ mpi_launch() {
             --mca btl_ofi_mode "${BTL_OFI_MODE:-1}" --mca osc rdma
             --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
         VERIFY_RE='select: component cm selected'
+        VERIFY2_RE='mtl\) Selected component \[ofi\]'
         REJECT_RE='select: component (ob1|ucx) selected' ;;
     mpich | mpi4py)
         local genv=()
@@ -106,7 +109,9 @@ mpi_launch() {
         LAUNCH=("${to[@]}" "$VENV_MPICH/bin/mpiexec" -n "$np" -iface lo -genv MPIR_CVAR_CH4_NETMOD ofi
             -genv MPIR_CVAR_NOLOCAL 1 -genv MPIR_CVAR_DEBUG_SUMMARY 1 "${genv[@]}")
         [ "$m" = mpi4py ] && LAUNCH+=("$VENV_MPICH/bin/python")
-        VERIFY_RE="^Provider name: *$prov\$|provider: $prov\b"
+        # the summary names the provider; MPICH prints nothing different when it
+        # uses shared memory, so NOLOCAL=1 above is what keeps it off
+        VERIFY_RE="^libfabric provider: $prov\b"
         REJECT_RE='CH4 netmod: *ucx|Selected netmod: *ucx' ;;
     impi)
         local fab=$DEB_FABRIC_DIR
@@ -115,6 +120,7 @@ mpi_launch() {
             I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt I_MPI_OFI_PROVIDER="$prov" I_MPI_HYDRA_IFACE=lo
             I_MPI_DEBUG=5 "${fienv[@]}" "$VENV_IMPI/bin/mpirun" -n "$np")
         VERIFY_RE="libfabric provider: $prov"
+        VERIFY2_RE='MPI startup\(\): I_MPI_FABRICS=ofi$'
         REJECT_RE='I_MPI_FABRICS=shm|libfabric provider: (shm|psm3|verbs)' ;;
     esac
 }

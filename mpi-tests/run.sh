@@ -126,10 +126,10 @@ for t in "${TESTS[@]}"; do
         verdict=FAIL why="timed out after ${LAUNCH_TIMEOUT}s"
     elif [ $rc -ne 0 ]; then
         verdict=FAIL why="exit status $rc"
-    elif ! grep -Eq "$VERIFY_RE" "$log"; then
-        verdict=FAIL why="log does not show the $PROV provider / expected transport (/$VERIFY_RE/)"
-    elif grep -Eq "$REJECT_RE" "$log"; then
-        verdict=FAIL why="another transport was used: $(grep -Em1 "$REJECT_RE" "$log")"
+    elif ! grep -aEq "$VERIFY_RE" "$log" || ! grep -aEq "$VERIFY2_RE" "$log"; then
+        verdict=FAIL why="log does not show the $PROV provider / expected transport (/$VERIFY_RE/, /$VERIFY2_RE/)"
+    elif grep -aEq "$REJECT_RE" "$log"; then
+        verdict=FAIL why="another transport was used: $(grep -aEm1 "$REJECT_RE" "$log")"
     fi
     case $verdict in
     PASS) pass=$((pass + 1)) ;;
