@@ -8,7 +8,8 @@
 #   -m MPIS   default "ompi4 ompi5 mpich impi" (unavailable ones are left out)
 #   -p PROVS  providers, first is measured, second the baseline (default "spray tcp")
 #   -q        quick: fewer iterations (for a smoke check of the script itself)
-# env: PROVDIR as for run.sh (spray defaults to <repo>/build), LAUNCH_TIMEOUT.
+# env: PROVDIR as for run.sh (spray defaults to <repo>/build), LAUNCH_TIMEOUT,
+#      BW_MAX (largest bandwidth size in bytes, default 1048576).
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -26,12 +27,15 @@ done
 read -r P1 P2 <<<"$PROVS"
 P2=${P2:-tcp}
 
+# bandwidth sizes: 1 MiB up to BW_MAX bytes (default 1 MiB: a slow provider at
+# 30 MB/s would otherwise take minutes per run)
+BW_MAX=${BW_MAX:-1048576}
 if [ $QUICK = 1 ]; then
     LAT=(-t latency -m 8:1048576 -i 100 -I 10 -x 10)
-    BW=(-t bw -m 1048576:4194304 -i 5 -I 5 -x 1 -W 16)
+    BW=(-t bw -m "1048576:$BW_MAX" -i 3 -I 3 -x 1 -W 16)
 else
-    LAT=(-t latency -m 8:1048576 -i 2000 -I 200 -x 200)
-    BW=(-t bw -m 1048576:4194304 -i 20 -I 20 -x 2 -W 64)
+    LAT=(-t latency -m 8:1048576 -i 1000 -I 100 -x 100)
+    BW=(-t bw -m "1048576:$BW_MAX" -i 10 -I 10 -x 2 -W 64)
 fi
 
 provdir_for() { # provdir_for PROV -> directory for FI_PROVIDER_PATH ("" for built-ins)

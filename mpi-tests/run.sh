@@ -139,7 +139,7 @@ for t in "${TESTS[@]}"; do
     echo "$verdict $MPI/$PROV np=$NP $t (${dt}s)${why:+: $why}"
     if [ "$verdict" = FAIL ]; then
         echo "  log: $log"
-        grep -aE 'FAIL|rror|abort|Abort' "$log" | grep -v '^+ ' | head -8 | sed 's/^/  | /'
+        grep -aE 'FAIL|Fatal|[Aa]bort|Segmentation|signal [0-9]|BAD TERMINATION|rror:' "$log" | grep -v '^+ ' | head -8 | sed 's/^/  | /'
     fi
 done
 echo "# $MPI over $PROV, $NP ranks, $(( $(date +%s) - t_all ))s, logs in $LOGDIR"
