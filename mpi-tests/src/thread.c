@@ -80,13 +80,16 @@ int main(int argc, char **argv)
     phase("threads");
     pthread_t th[NT];
     struct targ a[NT];
+    int started[NT] = {0};
     for (int t = 0; t < NT; t++) {
         a[t].t = t;
-        if (pthread_create(&th[t], NULL, worker, &a[t]) != 0)
+        started[t] = pthread_create(&th[t], NULL, worker, &a[t]) == 0;
+        if (!started[t])
             failf("pthread_create %d failed", t);
     }
     for (int t = 0; t < NT; t++)
-        pthread_join(th[t], NULL);
+        if (started[t])
+            pthread_join(th[t], NULL);
     for (int t = 0; t < NT; t++) {
         g_failures += g_thread_fail[t];
         MPI_Comm_free(&g_own[t]);
