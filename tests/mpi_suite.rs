@@ -153,7 +153,11 @@ fn mpi_mpich() {
 
 #[test]
 fn mpi_impi_with_imb() {
-    run_suite("impi", 2, &["p2p", "coll", "rma", "thread", "imb-mpi1", "imb-rma"]);
+    run_suite(
+        "impi",
+        2,
+        &["p2p", "coll", "rma", "thread", "imb-mpi1", "imb-rma"],
+    );
 }
 
 #[test]
