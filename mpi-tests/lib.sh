@@ -2,6 +2,7 @@
 # test programs with it, and the exact launch line that forces traffic through one
 # libfabric provider (shared memory off), plus the log patterns that prove it.
 # Source it; it defines functions and variables only.
+# shellcheck shell=bash disable=SC2034,SC2054 # sets variables for run.sh/bench.sh; MCA lists use commas
 
 MT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$MT_DIR/.." && pwd)

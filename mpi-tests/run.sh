@@ -12,7 +12,7 @@
 # env: PROVDIR (directory holding lib<PROV>-fi.so; for spray defaults to <repo>/build,
 #      refreshed from target/release/libspray_fi.so when that is newer),
 #      LAUNCH_TIMEOUT (s per launch, default 240), IMPI_FABRIC=deb|wheel,
-#      OMPI4_FABRIC_DIR, P2P_ARGS (extra args for p2p), KEEP_LOGS=1.
+#      OMPI4_FABRIC_DIR, P2P_ARGS (p2p arguments, replacing the per-provider default).
 # Exit status: 0 if everything run passed (skips allowed), 1 otherwise, 2 on usage.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -81,6 +81,7 @@ if [ "$MPI" = ompi5 ] && [ "$PROV" != tcp ] && [ -z "${BTL_OFI_MODE:-}" ] && com
         KNOWN_SKIP+=("rma: OpenMPI 5 one-sided needs FI_RMA+FI_ATOMIC from the provider (btl ofi one-sided mode); $PROV has not both")
     fi
 fi
+# shellcheck disable=SC2206 # P2P_ARGS is a space-separated argument list on purpose
 P2P_ARGS_ARR=(${P2P_ARGS:-"${P2P_DEFAULT[@]}"})
 
 if ! mpi_build "$MPI"; then

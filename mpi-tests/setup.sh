@@ -37,6 +37,9 @@ fi
 echo "setup.sh: ready:"
 echo "  ompi4: $(mpirun.openmpi --version 2>&1 | head -1)"
 for v in ompi5 mpich impi; do
-    echo "  $v: $(ls -d "$REPO"/.venv-$v/lib/python3*/site-packages/*.dist-info 2>/dev/null |
-        xargs -n1 basename | grep -E '^(openmpi|mpich|impi_rt|mpi4py)-' | tr '\n' ' ')"
+    pkgs=""
+    for d in "$REPO"/.venv-$v/lib/python3*/site-packages/*.dist-info; do
+        case ${d##*/} in openmpi-* | mpich-* | impi_rt-* | mpi4py-*) pkgs="$pkgs ${d##*/}" ;; esac
+    done
+    echo "  $v:$pkgs"
 done
