@@ -133,6 +133,12 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
         bl.offered,
         drop_rate * 100.0
     );
+    spray::sim::check::row(
+        &format!("{senders} senders -> 1 receiver, 1-BDP buffer, bursts together (initial window {initial_window})"),
+        &format!("max FCT {:.3}x ideal; Jain {jain:.3}; drops {:.2} %", max / ideal, drop_rate * 100.0),
+        "<= 1.2x; >= 0.95; <= 1 %",
+        max / ideal <= 1.2 && jain >= 0.95 && drop_rate <= 0.01,
+    );
     Incast {
         max_fct_ratio: max / ideal,
         jain,
@@ -248,6 +254,16 @@ fn sustained_incast_16_flows_stay_near_fair_share() {
         worst * 100.0,
         bl.overflow,
         bl.offered
+    );
+    spray::sim::check::row(
+        "sustained incast, 16 senders (per-flow throughput per 0.5 ms window)",
+        &format!(
+            "worst deviation from fair share {:.1} % over {windows} windows; drops {}",
+            worst * 100.0,
+            bl.overflow
+        ),
+        "within +-20 %",
+        worst <= 0.2,
     );
     assert!(windows >= 8, "only {windows} sample windows");
     assert!(

@@ -123,6 +123,15 @@ fn peer_restart_with_old_packets_in_flight() {
             "token {t} from the new host 1 missing"
         );
     }
+    spray::sim::check::row(
+        "peer restarts (new epoch) with old packets in flight",
+        &format!(
+            "stale dropped and counted: {} (src) + {} (dst); {failed_restart} old sends failed back; new session 100/100 exactly once",
+            a.rx_stale_src, b.rx_stale_dst
+        ),
+        "stale dropped and counted; new session works",
+        true,
+    );
 }
 
 #[test]
@@ -194,5 +203,11 @@ fn vanished_peer_fails_outstanding_in_time() {
         sim.nodes[0].srd.poll_timeout(),
         None,
         "a timer is still armed"
+    );
+    spray::sim::check::row(
+        "peer disappears (unreachable timeout 50 ms)",
+        &format!("first failure {first:?} after it vanished; no timer left, nothing outstanding"),
+        "fail within the configured time; no hang",
+        true,
     );
 }

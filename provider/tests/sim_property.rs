@@ -145,6 +145,12 @@ fn run_seeds(first: u64, count: u64) {
             panic!("seed {seed}: {e} (replay: SPRAY_SEED={seed} SPRAY_VERBOSE=1)");
         }
     }
+    spray::sim::check::row(
+        &format!("property: seeds {base}..{} (loss, dup, jitter, corruption, blackholes, 1-8 paths)", base + count),
+        "every datagram delivered exactly once or failed back; no duplicates; nothing left in flight",
+        "all seeds",
+        true,
+    );
 }
 
 // 1000 seeds in four tests so they run in parallel.

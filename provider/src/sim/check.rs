@@ -106,3 +106,12 @@ pub fn check_pair(sim: &Sim<SrdNode>, from: usize, to: usize, n: u64) -> Result<
         pending: n - acked - failed,
     })
 }
+
+/// Print one row of the scenario table (`scripts/sim-scenarios.sh` collects
+/// every `SCENARIO|` line from the tests into a markdown table).
+pub fn row(scenario: &str, measured: &str, bar: &str, ok: bool) {
+    println!(
+        "SCENARIO|{scenario}|{measured}|{bar}|{}",
+        if ok { "pass" } else { "FAIL" }
+    );
+}
