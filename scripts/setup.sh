@@ -34,7 +34,7 @@ setup_log="$SPRAY_ROOT/build/setup.log"
 
 packages=(
 	build-essential pkg-config libfabric-dev libfabric-bin libclang-dev clang
-	iproute2 nftables iptables ethtool python3 procps util-linux shellcheck
+	iproute2 nftables iptables ethtool python3 python3-venv python3-pip procps util-linux shellcheck
 )
 
 # Packages that dpkg does not report as installed.
