@@ -546,13 +546,14 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.paths = paths.clamp(1, 64) as u8;
     cfg.max_datagram = max_datagram;
     cfg.unreachable_timeout = ms("unreachable_timeout_ms", d.unreachable_timeout);
-    // Default 0: acknowledge at the end of each receive batch, within the same
-    // progress call. Under manual progress an application may stop calling us
-    // right after it sees a receive completion (fi_pingpong goes to its TCP
-    // control channel); a delayed ACK would then never leave, and the peer's send
-    // (which completes on acknowledgement) would hang until it declares us
-    // unreachable. Batching still happens: one ACK covers a whole recvmmsg batch.
-    cfg.ack_delay = us("ack_delay_us", Duration::ZERO);
+    // Default 20 us: long enough for a reply to carry the ACK (one packet each
+    // way in a ping-pong), short enough that a sender waiting for its
+    // completion barely notices. Under manual progress an application may stop
+    // calling us right after a receive completes (fi_pingpong goes to its TCP
+    // control channel); the assist thread (ffi/assist.rs) then sends the held
+    // ACK within FI_SPRAY_ASSIST_US, so the peer's send still completes.
+    // FI_SPRAY_ACK_DELAY_US=0 acknowledges every receive batch at once.
+    cfg.ack_delay = us("ack_delay_us", Duration::from_micros(20));
     cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
     cfg.min_rto = us("min_rto_us", d.min_rto);
     cfg.max_rto = ms("max_rto_ms", d.max_rto);

@@ -27,7 +27,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("mtu", Kind::Int, "Largest UDP payload sent, bytes (default: interface MTU - 28, capped by mtu_cap)"),
     ("mtu_cap", Kind::Int, "Upper bound of the automatic UDP payload size, bytes (default 65000)"),
     ("unreachable_timeout_ms", Kind::Int, "A peer acknowledging nothing this long is unreachable and its operations fail, ms (default 30000)"),
-    ("ack_delay_us", Kind::Int, "Longest delay of an acknowledgement to batch it, us (default 0: one ACK per receive batch, sent before the receive completes)"),
+    ("ack_delay_us", Kind::Int, "Longest delay of an acknowledgement to batch it, us (default 20: a reply carries the ACK; 0 = one ACK per receive batch, sent before the receive completes)"),
     ("ack_every", Kind::Int, "Acknowledge at once after this many data packets (default 16)"),
     ("min_rto_us", Kind::Int, "Lower bound of the retransmission timer, us (default 2000)"),
     ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000)"),
