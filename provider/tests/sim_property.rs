@@ -136,10 +136,9 @@ fn run_seeds(first: u64, count: u64) {
         .unwrap_or(first);
     let verbose = std::env::var("SPRAY_VERBOSE").is_ok();
     for seed in base..base + count {
-        let t0 = std::time::Instant::now();
         let res = scenario(seed);
         if verbose {
-            eprintln!("seed {seed}: {:?} {res:?}", t0.elapsed());
+            eprintln!("seed {seed}: {res:?}");
         }
         if let Err(e) = res {
             panic!("seed {seed}: {e} (replay: SPRAY_SEED={seed} SPRAY_VERBOSE=1)");
