@@ -109,7 +109,9 @@ mpi_launch() {
         for kv in "${fienv[@]}"; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done
         LAUNCH=("${to[@]}" "$VENV_MPICH/bin/mpiexec" -n "$np" -iface lo -genv MPIR_CVAR_CH4_NETMOD ofi
             -genv MPIR_CVAR_NOLOCAL 1 -genv MPIR_CVAR_DEBUG_SUMMARY 1 "${genv[@]}")
-        [ "$m" = mpi4py ] && LAUNCH+=("$VENV_MPICH/bin/python")
+        # mpi4py's extension finds libmpi through the RUNPATH of the venv it was
+        # built in; a wheel reused from pip's cache may point at another venv.
+        [ "$m" = mpi4py ] && LAUNCH+=(-genv LD_LIBRARY_PATH "$VENV_MPICH/lib" "$VENV_MPICH/bin/python")
         # the summary names the provider; MPICH prints nothing different when it
         # uses shared memory, so NOLOCAL=1 above is what keeps it off
         VERIFY_RE="^libfabric provider: $prov\b"
