@@ -155,4 +155,5 @@ pub mod err {
     pub const POS_ENOMSG: i32 = sys::FI_ENOMSG as i32;
     pub const POS_EHOSTUNREACH: i32 = sys::FI_EHOSTUNREACH as i32;
     pub const POS_EIO: i32 = sys::FI_EIO as i32;
+    pub const POS_EACCES: i32 = sys::FI_EACCES as i32;
 }

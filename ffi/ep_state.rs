@@ -511,6 +511,7 @@ impl EpState {
                     CompError::Canceled => err::POS_ECANCELED,
                     CompError::NoMessage => err::POS_ENOMSG,
                     CompError::PeerUnreachable => err::POS_EHOSTUNREACH,
+                    CompError::RemoteAccess => err::POS_EACCES,
                 };
                 if let Some(q) = cq {
                     q.push_err(ErrEntry {

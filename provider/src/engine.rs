@@ -6,7 +6,7 @@ use core::net::SocketAddr;
 use crate::buf::UserBuf;
 use crate::config::Config;
 use crate::dgram::PeerId;
-use crate::msg::{Completion, MsgLayer, OpError, RecvOp, SendOp};
+use crate::msg::{AtomicType, Completion, MsgLayer, OpError, RecvOp, RmaOp, SendOp};
 use crate::srd::{Srd, SrdStats, Transmit};
 use crate::time::Instant;
 
@@ -52,6 +52,23 @@ impl<B: UserBuf> Engine<B> {
         self.msg.post_send(op)?;
         self.msg.pump(&mut self.srd);
         Ok(())
+    }
+
+    /// Post a one-sided operation (RMA or atomic); its packets leave through `poll_transmit`.
+    pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        self.msg.post_rma(op)?;
+        self.msg.pump(&mut self.srd);
+        Ok(())
+    }
+
+    /// Install the resolver of remote keys for RMA requests aimed at this endpoint.
+    pub fn set_rma_target(&mut self, target: Box<dyn crate::buf::RmaTarget<B>>) {
+        self.msg.set_rma_target(target);
+    }
+
+    /// Largest element count of one atomic of datatype `dt` (`compare`: a compare op).
+    pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
+        self.msg.max_atomic_count(dt, compare)
     }
 
     /// Post a receive (may complete at once from the unexpected queue).

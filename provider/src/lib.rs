@@ -24,7 +24,7 @@ pub mod srd;
 pub mod time;
 pub mod wire;
 
-pub use buf::UserBuf;
+pub use buf::{RmaAccess, RmaTarget, UserBuf};
 pub use config::{Config, EpMode};
 pub use dgram::{Datagrams, PeerId};
 pub use engine::Engine;

@@ -13,7 +13,10 @@ mod recv;
 mod send;
 mod slab;
 
-pub use op::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
+pub use op::{
+    atomic_valid, AtomicCall, AtomicOp, AtomicType, CompError, CompKind, Completion, OpError,
+    RecvFlags, RecvOp, RmaKind, RmaOp, SendOp,
+};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -138,6 +141,32 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         self.enqueue_send(op);
         Ok(())
+    }
+
+    /// Queue a one-sided operation (RMA write/read or atomic). It leaves through
+    /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
+    /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
+    /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
+    /// `Invalid` for an op/datatype pair `atomic_valid` refuses.
+    pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        // INTERFACE PLACEHOLDER: the RMA engine (msg/rma.rs) replaces this body.
+        let _ = op;
+        Err(OpError::Invalid)
+    }
+
+    /// Install the target-side resolver of remote keys (the domain's MR table).
+    /// Without one every arriving RMA request is refused with `RemoteAccess`.
+    pub fn set_rma_target(&mut self, target: Box<dyn crate::buf::RmaTarget<B>>) {
+        // INTERFACE PLACEHOLDER: the RMA engine stores it.
+        let _ = target;
+    }
+
+    /// Largest element count one atomic of datatype `dt` may carry (operands and,
+    /// for compare ops, comparands in one datagram).
+    pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
+        // INTERFACE PLACEHOLDER: the RMA engine computes it from `payload_max`.
+        let _ = (dt, compare);
+        0
     }
 
     /// Post a receive; it may match an unexpected message at once.

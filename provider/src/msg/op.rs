@@ -61,6 +61,16 @@ pub struct RecvOp<B> {
 pub enum CompKind {
     Send,
     Recv,
+    /// Initiator side of `fi_write` / `fi_writedata` / `fi_inject_write`.
+    Write,
+    /// Initiator side of `fi_read`.
+    Read,
+    /// Initiator side of `fi_atomic`, `fi_fetch_atomic`, `fi_compare_atomic`.
+    Atomic,
+    /// Target side of `fi_writedata`: the whole write has landed; carries the CQ data
+    /// (`FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA`) and the source. No receive
+    /// buffer is consumed (spray does not ask for `FI_RX_CQ_DATA`).
+    RemoteWrite,
 }
 
 /// Why an operation completed in error.
@@ -75,6 +85,9 @@ pub enum CompError {
     NoMessage,
     /// The peer became unreachable or restarted before the data was delivered.
     PeerUnreachable,
+    /// The target refused an RMA or atomic: unknown key, range outside the region,
+    /// or access not allowed (`FI_EACCES` on the initiator).
+    RemoteAccess,
 }
 
 /// A finished operation.
@@ -120,4 +133,127 @@ pub enum OpError {
     BadPeer,
     /// Flag combination not supported (`-FI_EINVAL`).
     Invalid,
+}
+
+/// An atomic operation (`enum fi_op`), wire code = libfabric's value.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    Min,
+    Max,
+    Sum,
+    Prod,
+    Lor,
+    Land,
+    Bor,
+    Band,
+    Lxor,
+    Bxor,
+    /// `FI_ATOMIC_READ` (fetch only).
+    Read,
+    /// `FI_ATOMIC_WRITE`.
+    Write,
+    /// Compare ops: replace when `compare OP target` holds (`FI_CSWAP`, `FI_CSWAP_NE`, ...).
+    Cswap,
+    CswapNe,
+    CswapLe,
+    CswapLt,
+    CswapGe,
+    CswapGt,
+    /// `FI_MSWAP`: `target = (operand & compare) | (target & !compare)`.
+    Mswap,
+}
+
+/// An atomic datatype (`enum fi_datatype`), the ones spray supports.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AtomicType {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+/// What an RMA operation does.
+#[derive(Debug)]
+pub enum RmaKind<B> {
+    /// Write `RmaOp::buf` to the target; `data` = remote CQ data (`fi_writedata`).
+    Write { data: Option<u64> },
+    /// Read the target into `RmaOp::buf`.
+    Read,
+    /// Apply `op` with the operands in `RmaOp::buf` (count = len / size of `dt`).
+    Atomic { op: AtomicOp, dt: AtomicType },
+    /// As `Atomic`, and return the target's old values into `result`.
+    FetchAtomic {
+        op: AtomicOp,
+        dt: AtomicType,
+        result: B,
+    },
+    /// Compare-and-swap family: `compare` holds the comparands, `result` gets the old values.
+    CompareAtomic {
+        op: AtomicOp,
+        dt: AtomicType,
+        compare: B,
+        result: B,
+    },
+}
+
+/// A one-sided operation (`fi_write`, `fi_read`, `fi_atomic`, ... and their msg forms).
+#[derive(Debug)]
+pub struct RmaOp<B> {
+    /// The target.
+    pub peer: PeerId,
+    /// Write / read / atomic.
+    pub kind: RmaKind<B>,
+    /// Local data: the source of a write or the operands of an atomic; the
+    /// destination of a read. Handed back in the completion.
+    pub buf: B,
+    /// Remote memory key.
+    pub key: u64,
+    /// Remote address as the target's registration mode defines it (virtual address
+    /// or offset into the region); passed to `RmaTarget::resolve` unchanged.
+    pub addr: u64,
+    /// The application's `op_context`.
+    pub context: u64,
+    /// Write a CQ entry on success (errors are always reported).
+    pub report: bool,
+}
+
+impl AtomicType {
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            AtomicType::I8 | AtomicType::U8 => 1,
+            AtomicType::I16 | AtomicType::U16 => 2,
+            AtomicType::I32 | AtomicType::U32 | AtomicType::F32 => 4,
+            AtomicType::I64 | AtomicType::U64 | AtomicType::F64 => 8,
+        }
+    }
+}
+
+/// Which atomic call an op/datatype pair is checked for (`fi_atomicvalid`,
+/// `fi_fetch_atomicvalid`, `fi_compare_atomicvalid`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AtomicCall {
+    Plain,
+    Fetch,
+    Compare,
+}
+
+/// Whether spray supports `op` on `dt` for `call` (libfabric's rules: bitwise and
+/// logical ops on integers only; READ only with fetch; compare ops only with compare).
+pub fn atomic_valid(op: AtomicOp, dt: AtomicType, call: AtomicCall) -> bool {
+    use AtomicOp::*;
+    let float = matches!(dt, AtomicType::F32 | AtomicType::F64);
+    match op {
+        Min | Max | Sum | Prod | Write => call != AtomicCall::Compare,
+        Lor | Land | Bor | Band | Lxor | Bxor => call != AtomicCall::Compare && !float,
+        Read => call == AtomicCall::Fetch,
+        Cswap | CswapNe | CswapLe | CswapLt | CswapGe | CswapGt => call == AtomicCall::Compare,
+        Mswap => call == AtomicCall::Compare && !float,
+    }
 }
