@@ -117,8 +117,17 @@ for t in "${TESTS[@]}"; do
     fi
     log=$LOGDIR/$MPI-$PROV-np$NP-$t.log
     t0=$(date +%s.%N)
-    { echo "+ ${LAUNCH[*]} ${prog[*]}"; "${LAUNCH[@]}" "${prog[@]}"; } >"$log" 2>&1 </dev/null
+    # The launch runs in its own session so that any rank a timed-out or crashed
+    # launcher leaves behind is found (by session id) and stopped afterwards.
+    echo "+ ${LAUNCH[*]} ${prog[*]}" >"$log"
+    setsid "${LAUNCH[@]}" "${prog[@]}" >>"$log" 2>&1 </dev/null &
+    lpid=$!
+    wait "$lpid"
     rc=$?
+    if pgrep -s "$lpid" >/dev/null 2>&1; then
+        echo "  (stopping processes the launch left behind: $(pgrep -s "$lpid" | tr '\n' ' '))"
+        pkill -KILL -s "$lpid" 2>/dev/null
+    fi
     dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     verdict=PASS why=""
     if [ $rc -ne 0 ] && { [ $rc -eq 77 ] || grep -q 'SKIP:' "$log"; }; then
