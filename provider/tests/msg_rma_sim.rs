@@ -78,8 +78,16 @@ fn run(seed: u64, loss: f64) {
     // Quiet for a while: no duplicate completions may follow.
     let quiet = sim.now + core::time::Duration::from_millis(50);
     drive(&mut sim, &mut done, quiet, |_| false);
-    assert_eq!(done[0].len(), 2 * n, "seed {seed}: extra initiator completions");
-    assert_eq!(done[1].len(), with_data, "seed {seed}: extra target completions");
+    assert_eq!(
+        done[0].len(),
+        2 * n,
+        "seed {seed}: extra initiator completions"
+    );
+    assert_eq!(
+        done[1].len(),
+        with_data,
+        "seed {seed}: extra target completions"
+    );
     let mut seen = vec![false; 2 * n];
     for c in &done[0] {
         assert!(c.error.is_none(), "seed {seed}: {c:?}");
@@ -115,7 +123,10 @@ fn run(seed: u64, loss: f64) {
     for c in &done[1] {
         assert_eq!(c.kind, CompKind::RemoteWrite, "seed {seed}: {c:?}");
         let i = (c.data.expect("cq data") - 0xD000) as usize;
-        assert!(i % 2 == 1, "seed {seed}: remote completion for a plain write");
+        assert!(
+            i % 2 == 1,
+            "seed {seed}: remote completion for a plain write"
+        );
         assert!(!std::mem::replace(&mut remote[i], true), "twice: {i}");
         assert_eq!(c.len, SIZES[i]);
         assert_eq!(c.src, Some(sim.nodes[1].peer(addr(0))));
@@ -123,7 +134,11 @@ fn run(seed: u64, loss: f64) {
     }
     for node in &sim.nodes {
         let s = node.rma_stats();
-        assert_eq!((s.live_ops, s.live_writes, s.live_reads), (0, 0, 0), "{s:?}");
+        assert_eq!(
+            (s.live_ops, s.live_writes, s.live_reads),
+            (0, 0, 0),
+            "{s:?}"
+        );
     }
 }
 

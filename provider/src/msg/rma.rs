@@ -120,9 +120,7 @@ fn token(id: u32) -> u64 {
 impl<B: UserBuf> MsgLayer<B> {
     /// Largest atomic element count of `dt` one datagram carries (`compare`: comparands too).
     pub(crate) fn rma_max_atomic_count(&self, size: usize, compare: bool) -> usize {
-        let room = self
-            .payload_max
-            .saturating_sub(HEADER_LEN + ATOMIC_SUB_LEN);
+        let room = self.payload_max.saturating_sub(HEADER_LEN + ATOMIC_SUB_LEN);
         (room / (size.max(1) * if compare { 2 } else { 1 })).min(u32::MAX as usize)
     }
 

@@ -191,7 +191,13 @@ impl<B: UserBuf> MsgLayer<B> {
             });
         }
         let total = repr.total;
-        self.reply(peer, Reply::Done { id: repr.seq, total });
+        self.reply(
+            peer,
+            Reply::Done {
+                id: repr.seq,
+                total,
+            },
+        );
     }
 
     fn on_read_req(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {

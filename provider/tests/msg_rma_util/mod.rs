@@ -100,7 +100,10 @@ impl Regions {
             read,
             write,
         };
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(key, r);
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, r);
         mem
     }
 }
