@@ -263,7 +263,8 @@ fn write_read_writedata_at_sizes() {
                 "wrote past the range"
             );
             // fi_read back into a fresh buffer.
-            let mut rx = vec![0u8; size];
+            // A guard zone after the `size` bytes asked for must stay untouched.
+            let mut rx = vec![0xa5u8; size + 64];
             let rc = rma.read.unwrap()(
                 a.ep,
                 rx.as_mut_ptr().cast(),
@@ -277,7 +278,11 @@ fn write_read_writedata_at_sizes() {
             assert_eq!(rc, 0, "fi_read {size}");
             let e = ok(wait_one(a.cq, b.cq));
             assert_eq!(e.flags & (RMA | WRITE | READ), RMA | READ);
-            assert_eq!(rx, tx, "read back {size}");
+            assert_eq!(&rx[..size], &tx[..], "read back {size}");
+            assert!(
+                rx[size..].iter().all(|&x| x == 0xa5),
+                "read wrote past {size} bytes"
+            );
             region[OFF..OFF + size].fill(0);
         }
         // fi_writedata: the target's CQ reports the data and the source.
