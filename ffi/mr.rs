@@ -379,3 +379,65 @@ unsafe extern "C" fn control(_: *mut sys::fid, command: c_int, _: *mut c_void) -
         err::ENOSYS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spray::UserBuf;
+
+    /// A region of two pieces: ranges crossing the seam land in both, bounds,
+    /// access rights and both addressing modes are enforced.
+    #[test]
+    fn lookup_spans_pieces_and_checks_bounds() {
+        let mut a = vec![0u8; 100];
+        let mut b = vec![0u8; 50];
+        let segs = [
+            (a.as_mut_ptr() as usize, 100),
+            (b.as_mut_ptr() as usize, 50),
+        ];
+        for virt in [false, true] {
+            let mode = if virt {
+                (sys::FI_MR_VIRT_ADDR | sys::FI_MR_PROV_KEY) as i32
+            } else {
+                0
+            };
+            let t = MrTable::new(mode);
+            let key = t.insert(&segs, FI_REMOTE_WRITE, 9).unwrap();
+            assert_eq!(key == 9, !virt, "requested key only without PROV_KEY");
+            let at = |off: u64| if virt { segs[0].0 as u64 + off } else { off };
+            let mut buf = t.lookup(key, at(90), 20, RmaAccess::Write).unwrap();
+            assert_eq!(buf.len(), 20);
+            buf.write_at(0, &[7u8; 20]);
+            assert!(a[90..].iter().all(|&x| x == 7) && b[..10].iter().all(|&x| x == 7));
+            assert!(a[..90].iter().chain(&b[10..]).all(|&x| x == 0));
+            a.fill(0);
+            b.fill(0);
+            assert!(
+                t.lookup(key, at(131), 20, RmaAccess::Write).is_none(),
+                "past the end"
+            );
+            assert!(
+                t.lookup(key, at(130), 20, RmaAccess::Write).is_some(),
+                "up to the end"
+            );
+            assert!(
+                t.lookup(key, at(0), 1, RmaAccess::Read).is_none(),
+                "not readable"
+            );
+            assert!(
+                t.lookup(key + 1, at(0), 1, RmaAccess::Write).is_none(),
+                "unknown key"
+            );
+            if virt {
+                assert!(
+                    t.lookup(key, 5, 1, RmaAccess::Write).is_none(),
+                    "below the base"
+                );
+            } else {
+                assert_eq!(t.insert(&segs, FI_REMOTE_READ, 9), Err(ENOKEY));
+            }
+            t.remove(key);
+            assert!(t.is_empty());
+        }
+    }
+}
