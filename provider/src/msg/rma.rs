@@ -76,8 +76,10 @@ pub(crate) struct RmaPeer {
     pub reads: VecDeque<super::rma_target::ReadOut>,
     /// Target side: write byte counters held for this peer.
     pub writes_in: u32,
-    /// Alternation: true = RMA's turn over messages, and reads' over our own ops.
+    /// Alternation: RMA's turn over messages.
     pub turn: bool,
+    /// Alternation: streaming reads' turn over our own ops.
+    pub reads_turn: bool,
 }
 
 impl RmaPeer {
@@ -195,7 +197,8 @@ impl<B: UserBuf> MsgLayer<B> {
         if !st.replies.is_empty() {
             return Some(self.send_reply(p, dg));
         }
-        let reads_turn = !st.reads.is_empty() && (st.turn || !st.can_start());
+        st.reads_turn = !st.reads_turn;
+        let reads_turn = !st.reads.is_empty() && (st.reads_turn || !st.can_start());
         Some(if reads_turn {
             self.send_read_segment(p, dg)
         } else {

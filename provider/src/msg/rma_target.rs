@@ -247,7 +247,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let n = (sub.count as usize).saturating_mul(dt.size());
         let opnd = if op_has_operands(op) { n } else { 0 };
         let cmp = if call == AtomicCall::Compare { n } else { 0 };
-        if !atomic_valid(op, dt, call) || n == 0 || rest.len() != opnd + cmp {
+        // The old values must fit one reply datagram (and the scratch stays small).
+        let fits = n <= self.payload_max.saturating_sub(HEADER_LEN);
+        if !atomic_valid(op, dt, call) || n == 0 || !fits || rest.len() != opnd + cmp {
             self.rma.stats.bad += 1;
             self.reply(peer, Reply::Nak { id });
             return;
