@@ -124,7 +124,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let key = (peer.0, repr.seq);
         if !self.rma.target.writes.contains_key(&key) {
             if self.peer_mut(peer).rma.writes_in >= MAX_WRITES_IN_PER_PEER {
-                self.rma.stats.stray += 1;
+                // Refuse rather than drop: the initiator completes instead of waiting
+                // (counters can leak when an initiator's segments failed unseen by us).
+                self.reply(peer, Reply::Nak { id: repr.seq });
                 return;
             }
             self.peer_mut(peer).rma.writes_in += 1;
@@ -217,7 +219,7 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         let st = &mut self.peer_mut(peer).rma;
         if st.reads.len() >= MAX_READS_PER_PEER {
-            self.rma.stats.stray += 1;
+            self.reply(peer, Reply::Nak { id });
             return;
         }
         st.reads.push_back(ReadOut {
