@@ -274,3 +274,53 @@ fn restarted_target_fails_pending_ops_then_works_again() {
             == content(4, 4 << 20)[(3 << 20) + 4096..(3 << 20) + 9096]
     );
 }
+
+/// The path 0 → 1 goes black mid-write for longer than the unreachable timeout,
+/// then heals: node 0's write fails `PeerUnreachable`, its RMA_ABORT (retried until
+/// the path is back) frees node 1's byte counter, and later RMA works again.
+#[test]
+fn failed_write_is_aborted_at_the_living_target() {
+    use spray::sim::{Event, EventKind};
+    let seed = 71;
+    let mut sim = net(seed, 2, 0.01);
+    let regions = Regions::default();
+    regions.add(1, 4 << 20, None, true, true);
+    sim.nodes[1].set_rma_target(Box::new(regions));
+    let p1 = sim.nodes[0].peer(addr(1));
+    sim.nodes[0]
+        .post_rma(write(p1, 1, 0, 3 << 20, Some(3), 1))
+        .expect("post");
+    let mut done = vec![Vec::new(), Vec::new()];
+    run_for(&mut sim, &mut done, Duration::from_micros(150));
+    let from = sim.now;
+    let until = from + Duration::from_millis(250);
+    for link in sim.paths_mut(0, 1).iter_mut() {
+        link.schedule.push(Event {
+            from,
+            until,
+            kind: EventKind::Blackhole,
+        });
+    }
+    assert_eq!(sim.nodes[1].rma_stats().live_writes, 1, "not mid-write");
+    let ok = drive(&mut sim, &mut done, secs(3), |d| !d[0].is_empty());
+    assert!(ok, "seed {seed}: the write never failed");
+    check_once(seed, &done[0], &[(1, Some(CompError::PeerUnreachable))]);
+    let freed = |s: &spray::sim::Sim<msg_rma_util::Node>| s.nodes[1].rma_stats().live_writes == 0;
+    assert!(
+        sim.run_until(secs(5), freed),
+        "seed {seed}: node 1 kept the counter: {:?}",
+        sim.nodes[1].rma_stats()
+    );
+    assert!(
+        sim.nodes[1].poll_completion().is_none(),
+        "no RemoteWrite for it"
+    );
+    sim.nodes[0]
+        .post_rma(write(p1, 1, 0, 100_000, Some(4), 2))
+        .expect("post");
+    let ok = drive(&mut sim, &mut done, secs(10), |d| {
+        d[0].len() >= 2 && !d[1].is_empty()
+    });
+    assert!(ok, "seed {seed}: no RMA after the heal: {:?}", done);
+    assert!(done[0][1].error.is_none() && done[1][0].data == Some(4));
+}

@@ -14,7 +14,7 @@ use spray::wire::msg::{
     AtomicSub, MsgType, Packet, Repr, RmaSub, ATOMIC_SUB_LEN, HEADER_LEN, RMA_SUB_LEN,
 };
 
-const RMA_TYPES: [MsgType; 7] = [
+const RMA_TYPES: [MsgType; 8] = [
     MsgType::Write,
     MsgType::ReadReq,
     MsgType::ReadResp,
@@ -22,6 +22,7 @@ const RMA_TYPES: [MsgType; 7] = [
     MsgType::AtomicResp,
     MsgType::WriteDone,
     MsgType::RmaNak,
+    MsgType::RmaAbort,
 ];
 
 /// A datagram service that takes what it is given (sometimes refusing for room),

@@ -125,10 +125,12 @@ fn validation_rules() {
     ok(frame(RmaNak, 0, 0, 0, 0));
     bad(frame(RmaNak, 0, 1, 0, 0));
     bad(frame(RmaNak, 0, 0, 0, 0x02));
+    ok(frame(RmaAbort, 0, 0, 0, 0));
+    bad(frame(RmaAbort, 0, 0, 4, 0));
     let mut b = frame(RmaNak, 0, 0, 0, 0);
-    b[1] = 14;
+    b[1] = 15;
     assert_eq!(parse(&b), Err(WireError::BadType));
-    for c in 7..=13u8 {
+    for c in 7..=14u8 {
         let t = MsgType::from_code(c).expect("known");
         assert!(t.is_rma() && t.code() == c);
     }
@@ -146,9 +148,10 @@ fn rma_reprs_round_trip() {
         MsgType::AtomicResp,
         MsgType::WriteDone,
         MsgType::RmaNak,
+        MsgType::RmaAbort,
     ];
     for _ in 0..2000 {
-        let ty = types[rng.below(7) as usize];
+        let ty = types[rng.below(8) as usize];
         let n = rng.below(64) as usize;
         let (total, offset, plen) = match ty {
             MsgType::Write => {
