@@ -311,7 +311,7 @@ fn two_initiators_sum_one_counter_exactly() {
         // Fetched old values are distinct (each saw a different sum) and in range.
         let f = lock(&fetched).clone();
         let mut olds: Vec<u64> = (0..2 * per)
-            .filter(|s| s % per % 3 != 0)
+            .filter(|s| !(s % per).is_multiple_of(3))
             .map(|s| u64::from_le_bytes(f[s * 8..s * 8 + 8].try_into().unwrap()))
             .collect();
         assert!(olds.iter().all(|&o| o >= start && o < start + total));

@@ -210,7 +210,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 reason,
             } => {
                 // Failed = the peer is unreachable or restarted: its RMA state goes too.
-                self.rma_peer_lost(peer, Some(reason));
+                self.rma_peer_lost(peer, Some((token, reason)));
                 if token & TOKEN_CTRL == 0 {
                     self.on_send_failed(peer, token, reason);
                 } else if token & TOKEN_CTS != 0 {

@@ -23,6 +23,8 @@ use crate::wire::msg::{
 pub(crate) const TOKEN_RMA: u64 = 1 << 60;
 /// Token bit (with `TOKEN_RMA`) marking a target-side reply (READ_RESP, ATOMIC_RESP, ...).
 pub(crate) const TOKEN_RMA_REPLY: u64 = 1 << 59;
+/// Token bit (with `TOKEN_RMA`) marking an RMA_ABORT; its try count is in bits 32..40.
+pub(crate) const TOKEN_RMA_ABORT: u64 = 1 << 58;
 /// Most RMA ops one initiator keeps started (sent, reply not yet back) towards one peer;
 /// later ones wait in the queue. Bounds the target's per-peer state too.
 pub const MAX_RMA_INFLIGHT: u32 = 4096;
@@ -76,8 +78,10 @@ pub(crate) struct RmaPeer {
     pub reads: VecDeque<super::rma_target::ReadOut>,
     /// Target side: write byte counters held for this peer.
     pub writes_in: u32,
-    /// Alternation: true = RMA's turn over messages, and reads' over our own ops.
+    /// Alternation: RMA's turn over messages.
     pub turn: bool,
+    /// Alternation: streaming reads' turn over our own ops.
+    pub reads_turn: bool,
 }
 
 impl RmaPeer {
@@ -195,7 +199,8 @@ impl<B: UserBuf> MsgLayer<B> {
         if !st.replies.is_empty() {
             return Some(self.send_reply(p, dg));
         }
-        let reads_turn = !st.reads.is_empty() && (st.turn || !st.can_start());
+        st.reads_turn = !st.reads_turn;
+        let reads_turn = !st.reads.is_empty() && (st.reads_turn || !st.can_start());
         Some(if reads_turn {
             self.send_read_segment(p, dg)
         } else {
@@ -431,18 +436,47 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// `peer` failed (an SRD `Failed` event, any datagram) or restarted: every started op
-    /// towards it fails `PeerUnreachable`, and its target-side state is dropped.
-    pub(crate) fn rma_peer_lost(&mut self, peer: PeerId, _reason: Option<FailReason>) {
-        if self.peer_mut(peer).rma.started > 0 {
-            for slot in self
-                .rma
-                .outs
-                .indices_where(|m| m.op.peer == peer && m.started)
-            {
-                self.rma_finish(slot, Some(CompError::PeerUnreachable));
+    /// `peer` failed (an SRD `Failed` report for datagram `token`, any datagram) or
+    /// restarted (`None`): its target-side state is dropped and every started op towards
+    /// it fails `PeerUnreachable`. If the peer may live on (`Unreachable`), each failed
+    /// write gets an RMA_ABORT so the target frees its byte counter (a failed abort is
+    /// sent again, up to `MAX_ABORT_TRIES` sends).
+    pub(crate) fn rma_peer_lost(&mut self, peer: PeerId, failed: Option<(u64, FailReason)>) {
+        let alive = matches!(failed, Some((_, FailReason::Unreachable)));
+        // The aborts queued by an earlier report of this batch must survive.
+        self.rma_drop_target_state(peer, alive);
+        if let Some((token, FailReason::Unreachable)) = failed {
+            let rma_abort = TOKEN_RMA | TOKEN_RMA_ABORT;
+            let tries = ((token >> 32) as u8).saturating_add(1);
+            if token & rma_abort == rma_abort && tries < super::MAX_ABORT_TRIES {
+                let id = token as u32;
+                self.peer_mut(peer)
+                    .rma
+                    .replies
+                    .push_back(Reply::Abort { id, tries });
+                self.wake(peer);
             }
         }
-        self.rma_drop_target_state(peer);
+        if self.peer_mut(peer).rma.started == 0 {
+            return;
+        }
+        for slot in self
+            .rma
+            .outs
+            .indices_where(|m| m.op.peer == peer && m.started)
+        {
+            let write = self
+                .rma
+                .outs
+                .get(slot)
+                .and_then(|m| matches!(m.op.kind, RmaKind::Write { .. }).then_some(m.id));
+            if let (true, Some(id)) = (alive, write) {
+                self.peer_mut(peer)
+                    .rma
+                    .replies
+                    .push_back(Reply::Abort { id, tries: 0 });
+            }
+            self.rma_finish(slot, Some(CompError::PeerUnreachable));
+        }
     }
 }

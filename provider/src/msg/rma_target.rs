@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::atomic::{apply, call_of, op_from_code, op_has_operands, type_from_code};
 use super::op::{atomic_valid, AtomicCall, CompKind, Completion};
-use super::rma::{TOKEN_RMA, TOKEN_RMA_REPLY};
+use super::rma::{TOKEN_RMA, TOKEN_RMA_ABORT, TOKEN_RMA_REPLY};
 use super::send::Step;
 use super::MsgLayer;
 use crate::buf::{RmaAccess, RmaTarget, UserBuf};
@@ -31,6 +31,8 @@ pub(crate) enum Reply {
     Nak { id: u32 },
     /// Atomic `id` applied; `vals` = old values (empty for a plain atomic).
     Atomic { id: u32, vals: Vec<u8> },
+    /// Initiator side: our write `id` failed; `tries` earlier sends of this abort failed.
+    Abort { id: u32, tries: u8 },
 }
 
 /// A read being streamed back to its initiator.
@@ -93,12 +95,13 @@ impl<B: UserBuf> MsgLayer<B> {
         self.rma.target.resolver = Some(t);
     }
 
-    /// An RMA datagram from `peer` (any of the types 7..=13).
+    /// An RMA datagram from `peer` (any of the types 7..=14).
     pub(crate) fn rma_on_payload(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {
         match repr.ty {
             MsgType::Write => self.on_write(peer, repr, data),
             MsgType::ReadReq => self.on_read_req(peer, repr, data),
             MsgType::Atomic => self.on_atomic(peer, repr, data),
+            MsgType::RmaAbort => self.on_rma_abort(peer, repr.seq),
             _ => self.rma_on_reply(peer, repr, data),
         }
     }
@@ -124,7 +127,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let key = (peer.0, repr.seq);
         if !self.rma.target.writes.contains_key(&key) {
             if self.peer_mut(peer).rma.writes_in >= MAX_WRITES_IN_PER_PEER {
-                self.rma.stats.stray += 1;
+                // Refuse rather than drop: the initiator completes instead of waiting
+                // (counters can leak when an initiator's segments failed unseen by us).
+                self.reply(peer, Reply::Nak { id: repr.seq });
                 return;
             }
             self.peer_mut(peer).rma.writes_in += 1;
@@ -200,6 +205,17 @@ impl<B: UserBuf> MsgLayer<B> {
         );
     }
 
+    /// The initiator failed its write `id`: the rest never comes, forget its counter.
+    fn on_rma_abort(&mut self, peer: PeerId, id: u32) {
+        if self.rma.target.writes.remove(&(peer.0, id)).is_some() {
+            self.rma.stats.live_writes = self.rma.stats.live_writes.saturating_sub(1);
+            let st = &mut self.peer_mut(peer).rma;
+            st.writes_in = st.writes_in.saturating_sub(1);
+        } else {
+            self.rma.stats.stray += 1;
+        }
+    }
+
     fn on_read_req(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {
         let (Ok((sub, _)), Ok(total)) = (RmaSub::parse(data), usize::try_from(repr.total)) else {
             self.rma.stats.bad += 1;
@@ -217,7 +233,7 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         let st = &mut self.peer_mut(peer).rma;
         if st.reads.len() >= MAX_READS_PER_PEER {
-            self.rma.stats.stray += 1;
+            self.reply(peer, Reply::Nak { id });
             return;
         }
         st.reads.push_back(ReadOut {
@@ -247,7 +263,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let n = (sub.count as usize).saturating_mul(dt.size());
         let opnd = if op_has_operands(op) { n } else { 0 };
         let cmp = if call == AtomicCall::Compare { n } else { 0 };
-        if !atomic_valid(op, dt, call) || n == 0 || rest.len() != opnd + cmp {
+        // The old values must fit one reply datagram (and the scratch stays small).
+        let fits = n <= self.payload_max.saturating_sub(HEADER_LEN);
+        if !atomic_valid(op, dt, call) || n == 0 || !fits || rest.len() != opnd + cmp {
             self.rma.stats.bad += 1;
             self.reply(peer, Reply::Nak { id });
             return;
@@ -278,10 +296,16 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(r) = self.peer_mut(p).rma.replies.front() else {
             return Step::Idle;
         };
+        let mut token = super::send::TOKEN_CTRL | TOKEN_RMA | TOKEN_RMA_REPLY;
         let (ty, id, total, vals): (_, _, _, &[u8]) = match r {
             Reply::Done { id, total } => (MsgType::WriteDone, *id, *total, &[]),
             Reply::Nak { id } => (MsgType::RmaNak, *id, 0, &[]),
             Reply::Atomic { id, vals } => (MsgType::AtomicResp, *id, vals.len() as u64, vals),
+            Reply::Abort { id, tries } => {
+                token = super::send::TOKEN_CTRL | TOKEN_RMA | TOKEN_RMA_ABORT;
+                token |= (*tries as u64) << 32;
+                (MsgType::RmaAbort, *id, 0, &[])
+            }
         };
         let repr = Repr {
             ty,
@@ -291,7 +315,7 @@ impl<B: UserBuf> MsgLayer<B> {
             tag: None,
             data: None,
         };
-        let token = super::send::TOKEN_CTRL | TOKEN_RMA | TOKEN_RMA_REPLY | id as u64;
+        let token = token | id as u64;
         let r = dg.send(p, token, HEADER_LEN + vals.len(), &mut |b: &mut [u8]| {
             if repr.emit_into(b) {
                 if let Some(dst) = b.get_mut(HEADER_LEN..) {
@@ -370,12 +394,14 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// Forget what `peer` asked of us: pending replies, reads, write counters.
-    pub(crate) fn rma_drop_target_state(&mut self, peer: PeerId) {
+    /// Forget what `peer` asked of us: pending replies, reads, write counters
+    /// (`keep_aborts`: keep our own queued RMA_ABORTs, the peer may still hear them).
+    pub(crate) fn rma_drop_target_state(&mut self, peer: PeerId, keep_aborts: bool) {
         let st = &mut self.peer_mut(peer).rma;
         let reads = st.reads.len();
         st.reads.clear();
-        st.replies.clear();
+        st.replies
+            .retain(|r| keep_aborts && matches!(r, Reply::Abort { .. }));
         let had_writes = core::mem::take(&mut st.writes_in) > 0;
         self.rma.stats.live_reads = self.rma.stats.live_reads.saturating_sub(reads);
         if had_writes {

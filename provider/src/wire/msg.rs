@@ -5,7 +5,8 @@
 //! ```text
 //! 0       version (1)
 //! 1       type (1 DATA, 2 RTS, 3 CTS, 4 RDATA, 5 CREDIT, 6 ABORT, 7 WRITE, 8 READ_REQ,
-//!         9 READ_RESP, 10 ATOMIC, 11 ATOMIC_RESP, 12 WRITE_DONE, 13 RMA_NAK; 0 and >13 reserved)
+//!         9 READ_RESP, 10 ATOMIC, 11 ATOMIC_RESP, 12 WRITE_DONE, 13 RMA_NAK, 14 RMA_ABORT;
+//!         0 and >14 reserved)
 //! 2       flags (bit0 TAGGED, bit1 HAS_DATA; other bits must be 0)
 //! 3       reserved, 0
 //! 4..8    msg_seq   per-peer message sequence number (u32, wrapping)
@@ -17,7 +18,7 @@
 //!                   and ATOMIC start with a sub-header ([`RmaSub`], [`AtomicSub`])
 //! ```
 //!
-//! RMA types (7..13) use `msg_seq` as the per-peer RMA op id (its own id space) and
+//! RMA types (7..14) use `msg_seq` as the per-peer RMA op id (its own id space) and
 //! never set TAGGED; only WRITE may set HAS_DATA (`fi_writedata`). See `PROTOCOL.md` §10.
 
 use super::WireError;
@@ -77,6 +78,8 @@ pub enum MsgType {
     WriteDone,
     /// The target refused RMA op `seq` (key, range, access): header only.
     RmaNak,
+    /// The initiator gave up on its write `seq` (its datagrams failed): header only.
+    RmaAbort,
 }
 
 impl MsgType {
@@ -96,10 +99,11 @@ impl MsgType {
             MsgType::AtomicResp => 11,
             MsgType::WriteDone => 12,
             MsgType::RmaNak => 13,
+            MsgType::RmaAbort => 14,
         }
     }
 
-    /// One of the one-sided (RMA / atomic) types, 7..=13.
+    /// One of the one-sided (RMA / atomic) types, 7..=14.
     pub fn is_rma(self) -> bool {
         self.code() >= 7
     }
@@ -120,6 +124,7 @@ impl MsgType {
             11 => MsgType::AtomicResp,
             12 => MsgType::WriteDone,
             13 => MsgType::RmaNak,
+            14 => MsgType::RmaAbort,
             _ => return None,
         })
     }
@@ -297,7 +302,8 @@ impl Repr {
             | MsgType::Credit
             | MsgType::Abort
             | MsgType::WriteDone
-            | MsgType::RmaNak => {
+            | MsgType::RmaNak
+            | MsgType::RmaAbort => {
                 if plen != 0 || offset != 0 {
                     return Err(WireError::Malformed);
                 }

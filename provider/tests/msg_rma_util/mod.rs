@@ -18,10 +18,20 @@ pub type Mem = Arc<Mutex<Vec<u8>>>;
 
 /// A test buffer: owned bytes, or a window `[base, base+len)` of shared memory
 /// (what `RmaTarget::resolve` hands out, and fetch results the test reads back).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum TBuf {
     Own(Vec<u8>),
     View { mem: Mem, base: usize, len: usize },
+}
+
+impl core::fmt::Debug for TBuf {
+    // Lengths only: failure messages must stay readable with MiB buffers.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            TBuf::Own(v) => write!(f, "Own({} B)", v.len()),
+            TBuf::View { base, len, .. } => write!(f, "View({base}+{len} B)"),
+        }
+    }
 }
 
 impl TBuf {
@@ -178,4 +188,10 @@ pub fn drive(
 
 pub fn secs(s: u64) -> Instant {
     Instant::from_nanos(s * 1_000_000_000)
+}
+
+/// Step for `d` of simulated time, collecting completions.
+pub fn run_for(sim: &mut Sim<Node>, done: &mut [Vec<Comp>], d: Duration) {
+    let until = sim.now + d;
+    drive(sim, done, until, |_| false);
 }
