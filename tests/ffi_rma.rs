@@ -1008,3 +1008,33 @@ fn provider_keys_and_virtual_addresses() {
         assert!(matches!(wait_one(a.cq, b.cq), Got::Err(_)));
     }
 }
+
+#[test]
+fn dgram_endpoints_have_no_rma() {
+    let info = getinfo(sys::fi_ep_type_FI_EP_DGRAM, sys::FI_MSG as u64);
+    unsafe {
+        assert_eq!((*info).caps & (RMA | ATOMIC), 0, "DGRAM caps");
+        assert_eq!((*(*info).tx_attr).rma_iov_limit, 0);
+    }
+    let (fab, dom) = open_domain(info);
+    let ep = open_ep(dom, info);
+    let buf = [0u8; 8];
+    let enosys = -(sys::FI_ENOSYS as isize);
+    unsafe {
+        let w = (*(*ep).rma).write.unwrap();
+        assert_eq!(
+            w(ep, buf.as_ptr().cast(), 8, null_mut(), 0, 0, 0, null_mut()),
+            enosys
+        );
+        let mut n = 0usize;
+        let v = (*(*ep).atomic).writevalid.unwrap();
+        assert_eq!(
+            v(ep, sys::fi_datatype_FI_UINT64, sys::fi_op_FI_SUM, &mut n),
+            enosys as i32
+        );
+    }
+    assert_eq!(close(ep), 0);
+    assert_eq!(close(dom), 0);
+    assert_eq!(close(fab), 0);
+    unsafe { sys::fi_freeinfo(info) };
+}
