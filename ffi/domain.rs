@@ -1,6 +1,7 @@
 //! The domain object: opens AVs, CQs, counters, endpoints and memory regions.
 
 use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
 
 use crate::consts::err;
 use crate::consts::*;
@@ -20,6 +21,8 @@ pub struct Domain {
     pub api_version: u32,
     /// AV type from the info it was opened with.
     pub av_type: u32,
+    /// Registered memory that RMA and atomics from peers may access.
+    pub mrs: Arc<mr::MrTable>,
 }
 
 static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
@@ -62,7 +65,9 @@ pub unsafe extern "C" fn domain_open(
             return err::EINVAL;
         }
         // SAFETY: info is a valid fi_info (non-null checked); domain_attr NULL or valid.
-        let av_type = unsafe { (*info).domain_attr.as_ref() }.map_or(FI_AV_TABLE, |d| d.av_type);
+        let dattr = unsafe { (*info).domain_attr.as_ref() };
+        let av_type = dattr.map_or(FI_AV_TABLE, |d| d.av_type);
+        let mr_mode = dattr.map_or(0, |d| d.mr_mode);
         let d = Domain {
             fid: sys::fid_domain {
                 fid: sys::fid {
@@ -77,6 +82,7 @@ pub unsafe extern "C" fn domain_open(
             refs: Refs::default(),
             api_version: f.api_version,
             av_type,
+            mrs: Arc::new(mr::MrTable::new(mr_mode)),
         };
         f.refs.inc();
         // SAFETY: dom is a valid out-pointer.
@@ -157,14 +163,34 @@ unsafe extern "C" fn srx_ctx(
 ) -> c_int {
     err::ENOSYS
 }
+/// `fi_query_atomic`: whether spray supports `op` on `dt` (plain, `FI_FETCH_ATOMIC`
+/// or `FI_COMPARE_ATOMIC`), with the element size and the largest count.
 unsafe extern "C" fn query_atomic(
-    _: *mut sys::fid_domain,
-    _: sys::fi_datatype,
-    _: sys::fi_op,
-    _: *mut sys::fi_atomic_attr,
-    _: u64,
+    domain: *mut sys::fid_domain,
+    dt: sys::fi_datatype,
+    op: sys::fi_op,
+    attr: *mut sys::fi_atomic_attr,
+    flags: u64,
 ) -> c_int {
-    err::ENOSYS
+    guard::int(|| {
+        // SAFETY: domain from the application; validated by get.
+        if unsafe { get(domain) }.is_none() || attr.is_null() {
+            return err::EINVAL;
+        }
+        let call = crate::ep_atomic::call_of(flags);
+        match crate::ep_atomic::check(dt, op, call) {
+            Err(e) => e,
+            Ok((_, t)) => {
+                let count = crate::ep_atomic::default_max_count(t, call);
+                // SAFETY: attr checked non-NULL; the caller passes a writable struct.
+                unsafe {
+                    (*attr).size = t.size();
+                    (*attr).count = count;
+                }
+                0
+            }
+        }
+    })
 }
 unsafe extern "C" fn query_collective(
     _: *mut sys::fid_domain,

@@ -14,8 +14,8 @@ use crate::ep_state::{EpSetup, EpState};
 use crate::io::clock;
 use crate::obj::{self, FiObject};
 use crate::{
-    addr, assist, av, cntr, cq, ep_msg, ep_ops, ep_tagged, eq, guard, iface, limits, nosys, params,
-    sys,
+    addr, assist, av, cntr, cq, ep_atomic, ep_msg, ep_ops, ep_rma, ep_tagged, eq, guard, iface,
+    limits, nosys, params, sys,
 };
 
 // CQs and counters of one thread may progress endpoints used by another.
@@ -168,8 +168,19 @@ pub unsafe extern "C" fn endpoint_open(
             inject_size: lim.inject_size.min(max_msg),
             directed_recv: (i.caps | rx.map_or(0, |r| r.caps)) & FI_DIRECTED_RECV != 0,
         };
+        let mut state = EpState::new(setup, socks);
+        let rdm = ep_type == FI_EP_RDM;
+        if rdm {
+            state.mrs = Some(d.mrs.clone());
+        }
+        // One-sided operations exist on reliable endpoints only.
+        let (rma, atomic) = if rdm {
+            (&ep_rma::RMA_OPS, &ep_atomic::ATOMIC_OPS)
+        } else {
+            (&nosys::RMA, &nosys::ATOMIC)
+        };
         let core = Arc::new(EpCore {
-            state: Mutex::new(EpState::new(setup, socks)),
+            state: Mutex::new(state),
             last_app_ns: AtomicU64::new(clock::now_ns()),
             assist_idle_ns: assist::idle_ns(),
         });
@@ -183,9 +194,9 @@ pub unsafe extern "C" fn endpoint_open(
                 ops: obj::ops_ptr(&ep_ops::EP_OPS),
                 cm: obj::ops_ptr(&ep_ops::CM_OPS),
                 msg: obj::ops_ptr(&ep_msg::MSG_OPS),
-                rma: obj::ops_ptr(&nosys::RMA),
+                rma: obj::ops_ptr(rma),
                 tagged: obj::ops_ptr(&ep_tagged::TAGGED_OPS),
-                atomic: obj::ops_ptr(&nosys::ATOMIC),
+                atomic: obj::ops_ptr(atomic),
                 collective: obj::ops_ptr(&nosys::COLLECTIVE),
             },
             domain: d,
@@ -226,6 +237,8 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             let mut cntrs: Vec<_> = st.other_cntrs.drain(..).collect();
             cntrs.extend(st.tx_cntr.take());
             cntrs.extend(st.rx_cntr.take());
+            cntrs.extend(st.read_cntr.take());
+            cntrs.extend(st.write_cntr.take());
             let cqs: Vec<_> = st.tx_cq.take().into_iter().chain(st.rx_cq.take()).collect();
             (cqs, cntrs, st.av.take(), st.eq.take())
         };
@@ -288,7 +301,8 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         }
         // SAFETY: as above.
         if let Some(c) = unsafe { cntr::get(bfid) } {
-            let mut st = e.core.state.lock();
+            let mut guard = e.core.state.lock();
+            let st = &mut *guard;
             if flags & FI_SEND != 0 {
                 st.tx_cntr = Some(c.core.clone());
                 c.core.bound.inc();
@@ -297,12 +311,24 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
                 st.rx_cntr = Some(c.core.clone());
                 c.core.bound.inc();
             }
-            if flags & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
-                // No RMA: these never count, but the binding is legal (MPICH makes it).
+            // RMA reads / fetching atomics and writes / plain atomics this
+            // endpoint initiates (MPICH binds one counter FI_READ | FI_WRITE and
+            // waits on it for RMA completion).
+            for (bit, slot) in [(FI_READ, &mut st.read_cntr), (FI_WRITE, &mut st.write_cntr)] {
+                if flags & bit != 0 {
+                    if let Some(old) = slot.replace(c.core.clone()) {
+                        old.bound.dec();
+                    }
+                    c.core.bound.inc();
+                }
+            }
+            if flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
+                // Remote events count only with FI_RMA_EVENT, which spray does not
+                // offer; the binding is legal and kept for refcounts.
                 st.other_cntrs.push(c.core.clone());
                 c.core.bound.inc();
             }
-            drop(st);
+            drop(guard);
             c.core.attach(&e.core);
             return 0;
         }

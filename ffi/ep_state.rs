@@ -19,6 +19,7 @@ use crate::io::buf::FfiBuf;
 use crate::io::clock;
 use crate::io::driver::Io;
 use crate::io::sock::Sockets;
+use crate::mr::{MrTable, MrTarget};
 use crate::{log, params};
 
 /// Rounds of `recvmmsg` per progress call (bounds the time one call takes).
@@ -44,18 +45,18 @@ pub struct EpSetup {
 }
 
 /// The engine and its driver, once the endpoint is enabled.
-struct Running {
-    engine: Engine<FfiBuf>,
+pub(crate) struct Running {
+    pub(crate) engine: Engine<FfiBuf>,
     io: Io,
 }
 
 /// Everything an endpoint owns.
 pub struct EpState {
-    setup: EpSetup,
+    pub(crate) setup: EpSetup,
     /// Address of socket 0 (`fi_getname`).
     pub local: SocketAddrV4,
     socks: Option<Sockets>,
-    run: Option<Running>,
+    pub(crate) run: Option<Running>,
     /// Bound completion queues: transmit, receive.
     pub tx_cq: Option<Arc<CqCore>>,
     /// See `tx_cq`.
@@ -64,8 +65,17 @@ pub struct EpState {
     pub tx_cntr: Option<Arc<CntrCore>>,
     /// See `tx_cntr`.
     pub rx_cntr: Option<Arc<CntrCore>>,
-    /// Counters bound for events we never raise (FI_READ/FI_WRITE/...): kept for refcounts.
+    /// Counters of RMA reads and fetching atomics (bound with `FI_READ`).
+    pub read_cntr: Option<Arc<CntrCore>>,
+    /// Counters of RMA writes and plain atomics (bound with `FI_WRITE`).
+    pub write_cntr: Option<Arc<CntrCore>>,
+    /// Counters bound for events we never raise (FI_REMOTE_READ/WRITE without
+    /// FI_RMA_EVENT): kept for refcounts.
     pub other_cntrs: Vec<Arc<CntrCore>>,
+    /// The domain's registrations, resolved by RMA requests from peers.
+    pub mrs: Option<Arc<MrTable>>,
+    /// Outstanding fetching atomics by context (their completions say FI_READ).
+    pub(crate) fetch_ctx: HashMap<u64, u32>,
     /// Bound AV.
     pub av: Option<Arc<AvCore>>,
     /// Bound EQ.
@@ -78,7 +88,7 @@ pub struct EpState {
     to_peer: Vec<Option<PeerId>>,
     to_fi_addr: HashMap<PeerId, u64>,
     multi_bases: HashMap<u64, usize>,
-    inject_pool: Vec<Vec<u8>>,
+    pub(crate) inject_pool: Vec<Vec<u8>>,
     min_multi_recv: Option<usize>,
 }
 
@@ -97,7 +107,11 @@ impl EpState {
             rx_cq: None,
             tx_cntr: None,
             rx_cntr: None,
+            read_cntr: None,
+            write_cntr: None,
             other_cntrs: Vec::new(),
+            mrs: None,
+            fetch_ctx: HashMap::new(),
             av: None,
             eq: None,
             tx_selective: false,
@@ -196,6 +210,9 @@ impl EpState {
         if let Some(m) = self.min_multi_recv {
             engine.set_min_multi_recv(m);
         }
+        if let Some(t) = &self.mrs {
+            engine.set_rma_target(Box::new(MrTarget(t.clone())));
+        }
         let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
         let io = Io::new(socks.fds, self.setup.max_datagram, batch);
         self.run = Some(Running { engine, io });
@@ -213,7 +230,7 @@ impl EpState {
     }
 
     /// The engine peer of `fi_addr`.
-    fn peer_of(&mut self, fi_addr: u64) -> Result<PeerId, Errno> {
+    pub(crate) fn peer_of(&mut self, fi_addr: u64) -> Result<PeerId, Errno> {
         self.check_cache();
         if let Some(Some(p)) = usize::try_from(fi_addr)
             .ok()
@@ -236,7 +253,7 @@ impl EpState {
     }
 
     /// The fi_addr of engine peer `p` (FI_SOURCE), `FI_ADDR_NOTAVAIL` if not in the AV.
-    fn fi_addr_of(&mut self, p: PeerId) -> u64 {
+    pub(crate) fn fi_addr_of(&mut self, p: PeerId) -> u64 {
         if let Some(a) = self.to_fi_addr.get(&p) {
             return *a;
         }
@@ -285,16 +302,10 @@ impl EpState {
             return err::EINVAL as isize;
         };
         let buf = if flags & FI_INJECT != 0 {
-            if buf.len() > self.setup.inject_size {
-                return err::EMSGSIZE as isize;
+            match self.inject_copy(buf) {
+                Ok(b) => b,
+                Err(e) => return e,
             }
-            let mut v = self
-                .inject_pool
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
-            v.resize(buf.len(), 0);
-            buf.read_at(0, &mut v);
-            FfiBuf::Owned(v)
         } else {
             buf
         };
@@ -450,6 +461,10 @@ impl EpState {
 
     /// Turn one engine completion into a CQ entry / counter increment.
     fn complete(&mut self, c: Completion<FfiBuf>) {
+        if !matches!(c.kind, CompKind::Send | CompKind::Recv) {
+            self.complete_rma(c);
+            return;
+        }
         let send = c.kind == CompKind::Send;
         let mut flags = if c.tagged { FI_TAGGED } else { FI_MSG };
         flags |= if send { FI_SEND } else { FI_RECV };
@@ -472,11 +487,7 @@ impl EpState {
             Some(p) if !send => self.fi_addr_of(p),
             _ => FI_ADDR_NOTAVAIL,
         };
-        if let Some(FfiBuf::Owned(v)) = c.buf {
-            if self.inject_pool.len() < 256 && v.capacity() >= self.setup.inject_size {
-                self.inject_pool.push(v);
-            }
-        }
+        self.recycle(c.buf);
         let e = Entry {
             ctx: c.context,
             flags,
@@ -506,13 +517,7 @@ impl EpState {
                         k.inc_err();
                     }
                 }
-                let err = match why {
-                    CompError::Truncated => err::POS_ETRUNC,
-                    CompError::Canceled => err::POS_ECANCELED,
-                    CompError::NoMessage => err::POS_ENOMSG,
-                    CompError::PeerUnreachable => err::POS_EHOSTUNREACH,
-                    CompError::RemoteAccess => err::POS_EACCES,
-                };
+                let err = pos_err(why);
                 if let Some(q) = cq {
                     q.push_err(ErrEntry {
                         e,
@@ -525,7 +530,43 @@ impl EpState {
     }
 }
 
-fn op_result(rc: Result<(), OpError>) -> Errno {
+impl EpState {
+    /// Keep an inject copy for reuse.
+    pub(crate) fn recycle(&mut self, buf: Option<FfiBuf>) {
+        if let Some(FfiBuf::Owned(v)) = buf {
+            if self.inject_pool.len() < 256 && v.capacity() >= self.setup.inject_size {
+                self.inject_pool.push(v);
+            }
+        }
+    }
+
+    /// A private copy of `buf` (FI_INJECT), at most `inject_size` bytes.
+    pub(crate) fn inject_copy(&mut self, buf: FfiBuf) -> Result<FfiBuf, Errno> {
+        if buf.len() > self.setup.inject_size {
+            return Err(err::EMSGSIZE as isize);
+        }
+        let mut v = self
+            .inject_pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
+        v.resize(buf.len(), 0);
+        buf.read_at(0, &mut v);
+        Ok(FfiBuf::Owned(v))
+    }
+}
+
+/// The positive FI_E* code of a failed completion.
+pub(crate) fn pos_err(why: CompError) -> i32 {
+    match why {
+        CompError::Truncated => err::POS_ETRUNC,
+        CompError::Canceled => err::POS_ECANCELED,
+        CompError::NoMessage => err::POS_ENOMSG,
+        CompError::PeerUnreachable => err::POS_EHOSTUNREACH,
+        CompError::RemoteAccess => err::POS_EACCES,
+    }
+}
+
+pub(crate) fn op_result(rc: Result<(), OpError>) -> Errno {
     match rc {
         Ok(()) => 0,
         Err(OpError::Again) => err::EAGAIN as isize,

@@ -12,6 +12,12 @@ use crate::{addr, guard, limits, log, prov, sys};
 /// Capabilities of the RDM endpoint.
 pub const RDM_CAPS: u64 = FI_MSG
     | FI_TAGGED
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
     | FI_SEND
     | FI_RECV
     | FI_DIRECTED_RECV
@@ -36,9 +42,16 @@ const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_MORE
     | FI_REMOTE_CQ_DATA
     | FI_MATCH_COMPLETE;
-/// Orderings between RMA / atomic operations: vacuous while spray offers no
-/// RMA or atomics, so a hint asking for them is granted as asked.
+/// Orderings between RMA / atomic operations: granted as asked (as before
+/// spray offered RMA, so two-sided users see no change); `max_order_*_size` stay
+/// 0, which tells applications that no data ordering is promised.
 const RMA_ORDERS: u64 = 0xff | 0xff_0000_0000;
+/// RMA access modifiers.
+const RMA_MODIFIERS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/// Registration modes spray honours when the application offers them.
+const MR_MODES: i32 = (sys::FI_MR_VIRT_ADDR | sys::FI_MR_PROV_KEY) as i32;
+/// Remote memory regions per RMA operation.
+pub const RMA_IOV_LIMIT: usize = 1;
 /// Op flags we understand on receive.
 const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 
@@ -55,6 +68,7 @@ struct Offer {
     threading: u32,
     av_type: u32,
     mr_mode: i32,
+    rma_iov_limit: usize,
     resource_mgmt: u32,
     tx_op_flags: u64,
     rx_op_flags: u64,
@@ -244,6 +258,7 @@ fn build_offers(
             threading: FI_THREAD_SAFE,
             av_type: FI_AV_TABLE,
             mr_mode: 0,
+            rma_iov_limit: if caps & FI_RMA != 0 { RMA_IOV_LIMIT } else { 0 },
             resource_mgmt: FI_RM_ENABLED,
             tx_op_flags: 0,
             rx_op_flags: 0,
@@ -273,6 +288,9 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         o.caps = (h.caps & (FI_PRIMARY_CAPS | FI_CAP_MODIFIERS)) | (o.caps & FI_SECONDARY_CAPS);
         if o.caps & (FI_SEND | FI_RECV) == 0 {
             o.caps |= FI_SEND | FI_RECV;
+        }
+        if o.caps & (FI_RMA | FI_ATOMIC) != 0 && o.caps & RMA_MODIFIERS == 0 {
+            o.caps |= RMA_MODIFIERS;
         }
     }
     // We require no mode bits, so any hints->mode is fine.
@@ -326,8 +344,14 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             _ => return false,
         }
         if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
-            // Pre-1.5 style: echo; we never need registration either way.
+            // Pre-1.5 style: echo; local buffers never need registration either way
+            // (the domain's MR table follows BASIC = virtual addresses, provider keys).
             o.mr_mode = d.mr_mode;
+        } else if o.caps & (FI_RMA | FI_ATOMIC) != 0 {
+            // Remote keys and addresses: take the provider-key / virtual-address
+            // modes when the application supports them (every MPI's first choice,
+            // and no key collisions between its registrations); mode 0 otherwise.
+            o.mr_mode = d.mr_mode & MR_MODES;
         }
         if d.cq_data_size > CQ_DATA_SIZE {
             return false;
@@ -357,7 +381,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             || tx.inject_size > o.inject_size
             || tx.iov_limit > IOV_LIMIT
             || tx.size > QUEUE_SIZE
-            || tx.rma_iov_limit > 0
+            || tx.rma_iov_limit > o.rma_iov_limit
         {
             return false;
         }
@@ -470,7 +494,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     tx.inject_size = o.inject_size;
     tx.size = QUEUE_SIZE;
     tx.iov_limit = IOV_LIMIT;
-    tx.rma_iov_limit = 0;
+    tx.rma_iov_limit = o.rma_iov_limit;
     rx.caps = dir_caps & !FI_SEND;
     rx.mode = 0;
     rx.op_flags = o.rx_op_flags;

@@ -172,9 +172,8 @@ type HintFn = dyn Fn(&mut sys::fi_info);
 #[test]
 fn unservable_hints() {
     let cases: Vec<Box<HintFn>> = vec![
-        Box::new(|h| h.caps = FI_RMA),
-        Box::new(|h| h.caps = FI_ATOMIC),
         Box::new(|h| h.caps = FI_HMEM),
+        Box::new(|h| unsafe { (*h.tx_attr).rma_iov_limit = 2 }),
         Box::new(|h| unsafe { (*h.ep_attr).type_ = sys::fi_ep_type_FI_EP_MSG }),
         Box::new(|h| h.addr_format = sys::FI_ADDR_STR),
         Box::new(|h| unsafe { (*h.tx_attr).iov_limit = 64 }),
@@ -190,6 +189,24 @@ fn unservable_hints() {
             Err(-(sys::FI_ENODATA as i32)),
             "case {n}"
         );
+    }
+    // One-sided operations: RDM only.
+    for caps in [FI_RMA, FI_ATOMIC, FI_RMA | FI_ATOMIC | FI_TAGGED] {
+        let h = hints(|h| h.caps = caps);
+        let v = getinfo(version(1, 17), 0, h).unwrap();
+        assert_eq!(v.len(), 1);
+        unsafe {
+            assert_eq!((*(*v[0]).ep_attr).type_, FI_EP_RDM);
+            let modifiers =
+                sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE;
+            assert_eq!(
+                (*v[0]).caps & modifiers as u64,
+                modifiers as u64,
+                "implied modifiers"
+            );
+            assert_eq!((*(*v[0]).tx_attr).rma_iov_limit, 1);
+        }
+        free(v);
     }
     // Too large for one datagram: only RDM remains.
     let h = hints(|h| unsafe { (*h.ep_attr).max_msg_size = 1 << 20 });

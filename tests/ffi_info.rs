@@ -65,10 +65,13 @@ fn hints_filter() {
     assert!(t.contains("FI_EP_RDM") && !t.contains("FI_EP_DGRAM"), "{t}");
     let t = text(&fi_info(&["-p", "spray", "-c", "FI_TAGGED"]));
     assert!(t.contains("FI_EP_RDM") && !t.contains("FI_EP_DGRAM"), "{t}");
-    // Not offered: RMA, atomics, MSG endpoints, another fabric name.
+    // RMA and atomics: RDM only.
+    for cap in ["FI_RMA", "FI_ATOMIC"] {
+        let t = text(&fi_info(&["-p", "spray", "-c", cap]));
+        assert!(t.contains("FI_EP_RDM") && !t.contains("FI_EP_DGRAM"), "{t}");
+    }
+    // Not offered: MSG endpoints, another fabric name.
     for args in [
-        &["-p", "spray", "-c", "FI_RMA"][..],
-        &["-p", "spray", "-c", "FI_ATOMIC"][..],
         &["-p", "spray", "-t", "FI_EP_MSG"][..],
         &["-p", "spray", "-f", "tcp"][..],
         &["-p", "spray", "-a", "FI_ADDR_STR"][..],

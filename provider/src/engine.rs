@@ -139,6 +139,11 @@ impl<B: UserBuf> Engine<B> {
         self.msg.poll_completion()
     }
 
+    /// RMA counters and live RMA state sizes (both sides).
+    pub fn rma_stats(&self) -> &crate::msg::RmaStats {
+        self.msg.rma_stats()
+    }
+
     /// SRD counters (packets, retransmissions, drops, per-path figures).
     pub fn srd_stats(&self) -> &SrdStats {
         self.srd.stats()

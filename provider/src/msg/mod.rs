@@ -3,13 +3,17 @@
 //! Tagged and untagged matching (posted and unexpected queues), send-order
 //! matching per peer (`FI_ORDER_SAS`) although datagrams arrive in any order,
 //! segmentation and reassembly with placement by offset, truncation, cancel,
-//! peek/claim/discard, and completions. Protocol: `PROTOCOL.md` §9.
+//! peek/claim/discard, and completions; one-sided RMA and atomics (`rma.rs`,
+//! `rma_target.rs`, `atomic.rs`). Protocol: `PROTOCOL.md` §9 and §10.
 
+pub mod atomic;
 mod completion;
 mod matching;
 pub mod op;
 mod peer;
 mod recv;
+mod rma;
+mod rma_target;
 mod send;
 mod slab;
 
@@ -24,6 +28,8 @@ use crate::buf::UserBuf;
 use crate::config::{Config, EpMode};
 use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId};
 use crate::wire::msg::HEADER_LEN;
+
+pub use rma::{RmaStats, MAX_RMA_INFLIGHT};
 
 use matching::RecvEntry;
 use peer::PeerState;
@@ -90,6 +96,8 @@ pub struct MsgLayer<B: UserBuf> {
     bounce_pool: Vec<Vec<u8>>,
     comps: VecDeque<Completion<B>>,
     stats: MsgStats,
+    /// One-sided operations, both sides.
+    rma: rma::RmaState<B>,
 }
 
 impl<B: UserBuf> MsgLayer<B> {
@@ -123,6 +131,7 @@ impl<B: UserBuf> MsgLayer<B> {
             bounce_pool: Vec::new(),
             comps: VecDeque::new(),
             stats: MsgStats::default(),
+            rma: rma::RmaState::new(),
         }
     }
 
@@ -149,24 +158,19 @@ impl<B: UserBuf> MsgLayer<B> {
     /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
     /// `Invalid` for an op/datatype pair `atomic_valid` refuses.
     pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
-        // INTERFACE PLACEHOLDER: the RMA engine (msg/rma.rs) replaces this body.
-        let _ = op;
-        Err(OpError::Invalid)
+        self.rma_post(op)
     }
 
     /// Install the target-side resolver of remote keys (the domain's MR table).
     /// Without one every arriving RMA request is refused with `RemoteAccess`.
     pub fn set_rma_target(&mut self, target: Box<dyn crate::buf::RmaTarget<B>>) {
-        // INTERFACE PLACEHOLDER: the RMA engine stores it.
-        let _ = target;
+        self.rma_set_target(target);
     }
 
     /// Largest element count one atomic of datatype `dt` may carry (operands and,
     /// for compare ops, comparands in one datagram).
     pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
-        // INTERFACE PLACEHOLDER: the RMA engine computes it from `payload_max`.
-        let _ = (dt, compare);
-        0
+        self.rma_max_atomic_count(dt.size(), compare)
     }
 
     /// Post a receive; it may match an unexpected message at once.
@@ -205,6 +209,8 @@ impl<B: UserBuf> MsgLayer<B> {
                 token,
                 reason,
             } => {
+                // Failed = the peer is unreachable or restarted: its RMA state goes too.
+                self.rma_peer_lost(peer, Some((token, reason)));
                 if token & TOKEN_CTRL == 0 {
                     self.on_send_failed(peer, token, reason);
                 } else if token & TOKEN_CTS != 0 {
@@ -226,6 +232,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 }
             }
             DgramEvent::PeerRestarted { peer } => {
+                self.rma_peer_lost(peer, None);
                 self.reset_peer_sends(peer);
                 if self.mode == EpMode::Rdm {
                     self.reset_peer_recvs(peer);
@@ -278,5 +285,10 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Counters.
     pub fn stats(&self) -> &MsgStats {
         &self.stats
+    }
+
+    /// RMA counters and live state sizes.
+    pub fn rma_stats(&self) -> &RmaStats {
+        &self.rma.stats
     }
 }

@@ -36,6 +36,8 @@ pub(crate) struct PeerState {
     pub credit_owed_bytes: usize,
     /// Sequence number of the last message we sent an ABORT for.
     pub last_abort_seq: Option<u32>,
+    /// One-sided operations with this peer (own id space, not ordered with messages).
+    pub rma: super::rma::RmaPeer,
 }
 
 impl PeerState {
@@ -49,11 +51,12 @@ impl PeerState {
             send_credit_bytes: credit_bytes,
             credit_owed_bytes: 0,
             last_abort_seq: None,
+            rma: Default::default(),
         }
     }
 
     pub(crate) fn has_work(&self) -> bool {
-        !self.queue.is_empty() || !self.ctrl.is_empty()
+        !self.queue.is_empty() || !self.ctrl.is_empty() || self.rma.has_work()
     }
 }
 

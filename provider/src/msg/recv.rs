@@ -97,6 +97,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 let st = self.peer_mut(peer);
                 st.send_credit_bytes = st.send_credit_bytes.saturating_add(total);
             }
+            _ => self.rma_on_payload(peer, &repr, data),
         }
     }
 

@@ -50,7 +50,7 @@ pub(crate) struct OutMsg<B> {
 }
 
 /// Result of one attempt to hand a datagram to the SRD layer.
-enum Step {
+pub(crate) enum Step {
     Sent,
     Blocked,
     Idle,
@@ -170,6 +170,9 @@ impl<B: UserBuf> MsgLayer<B> {
             // Sent, or the peer is gone (nothing to tell it then).
             self.peer_mut(p).ctrl.pop_front();
             return Step::Sent;
+        }
+        if let Some(step) = self.rma_send_one(p, dg) {
+            return step;
         }
         let Some(&id) = self.peer_mut(p).queue.front() else {
             return Step::Idle;

@@ -4,7 +4,9 @@
 //!
 //! ```text
 //! 0       version (1)
-//! 1       type (1 DATA, 2 RTS, 3 CTS, 4 RDATA, 5 CREDIT, 6 ABORT; 0 and >6 reserved)
+//! 1       type (1 DATA, 2 RTS, 3 CTS, 4 RDATA, 5 CREDIT, 6 ABORT, 7 WRITE, 8 READ_REQ,
+//!         9 READ_RESP, 10 ATOMIC, 11 ATOMIC_RESP, 12 WRITE_DONE, 13 RMA_NAK, 14 RMA_ABORT;
+//!         0 and >14 reserved)
 //! 2       flags (bit0 TAGGED, bit1 HAS_DATA; other bits must be 0)
 //! 3       reserved, 0
 //! 4..8    msg_seq   per-peer message sequence number (u32, wrapping)
@@ -12,8 +14,12 @@
 //! 16..24  offset    byte offset of this segment's payload in the message
 //! 24..32  tag       message tag (0 when untagged)
 //! 32..40  cq_data   remote CQ data (valid when HAS_DATA)
-//! 40..    payload   segment bytes (DATA, RDATA only)
+//! 40..    payload   segment bytes (DATA, RDATA, READ_RESP, ATOMIC_RESP); WRITE, READ_REQ
+//!                   and ATOMIC start with a sub-header ([`RmaSub`], [`AtomicSub`])
 //! ```
+//!
+//! RMA types (7..14) use `msg_seq` as the per-peer RMA op id (its own id space) and
+//! never set TAGGED; only WRITE may set HAS_DATA (`fi_writedata`). See `PROTOCOL.md` §10.
 
 use super::WireError;
 
@@ -58,6 +64,22 @@ pub enum MsgType {
     Credit,
     /// The sender gave up on its message `seq` (its datagrams failed): header only.
     Abort,
+    /// RMA write segment: [`RmaSub`] then bytes `[offset, offset+len)` of the write.
+    Write,
+    /// RMA read request: [`RmaSub`] only; `total` = bytes to read.
+    ReadReq,
+    /// RMA read response segment: bytes `[offset, offset+len)` of the read.
+    ReadResp,
+    /// Atomic request: [`AtomicSub`], operands, comparands; `total` = bytes after the sub-header.
+    Atomic,
+    /// Atomic reply: the target's old values (empty for a plain atomic); `total` = their length.
+    AtomicResp,
+    /// The whole write op `seq` landed: header only; `total` = its length.
+    WriteDone,
+    /// The target refused RMA op `seq` (key, range, access): header only.
+    RmaNak,
+    /// The initiator gave up on its write `seq` (its datagrams failed): header only.
+    RmaAbort,
 }
 
 impl MsgType {
@@ -70,7 +92,20 @@ impl MsgType {
             MsgType::RData => 4,
             MsgType::Credit => 5,
             MsgType::Abort => 6,
+            MsgType::Write => 7,
+            MsgType::ReadReq => 8,
+            MsgType::ReadResp => 9,
+            MsgType::Atomic => 10,
+            MsgType::AtomicResp => 11,
+            MsgType::WriteDone => 12,
+            MsgType::RmaNak => 13,
+            MsgType::RmaAbort => 14,
         }
+    }
+
+    /// One of the one-sided (RMA / atomic) types, 7..=14.
+    pub fn is_rma(self) -> bool {
+        self.code() >= 7
     }
 
     /// The type for a wire code, if known.
@@ -82,6 +117,14 @@ impl MsgType {
             4 => MsgType::RData,
             5 => MsgType::Credit,
             6 => MsgType::Abort,
+            7 => MsgType::Write,
+            8 => MsgType::ReadReq,
+            9 => MsgType::ReadResp,
+            10 => MsgType::Atomic,
+            11 => MsgType::AtomicResp,
+            12 => MsgType::WriteDone,
+            13 => MsgType::RmaNak,
+            14 => MsgType::RmaAbort,
             _ => return None,
         })
     }
@@ -254,11 +297,54 @@ impl Repr {
                     return Err(WireError::Malformed);
                 }
             }
-            MsgType::Rts | MsgType::Cts | MsgType::Credit | MsgType::Abort => {
+            MsgType::Rts
+            | MsgType::Cts
+            | MsgType::Credit
+            | MsgType::Abort
+            | MsgType::WriteDone
+            | MsgType::RmaNak
+            | MsgType::RmaAbort => {
                 if plen != 0 || offset != 0 {
                     return Err(WireError::Malformed);
                 }
             }
+            MsgType::Write => {
+                let bytes = plen
+                    .checked_sub(RMA_SUB_LEN as u64)
+                    .ok_or(WireError::Truncated)?;
+                let end = offset.checked_add(bytes).ok_or(WireError::Malformed)?;
+                if end > total {
+                    return Err(WireError::Malformed);
+                }
+            }
+            MsgType::ReadReq => {
+                if plen != RMA_SUB_LEN as u64 || offset != 0 {
+                    return Err(WireError::Malformed);
+                }
+            }
+            MsgType::ReadResp => {
+                let end = offset.checked_add(plen).ok_or(WireError::Malformed)?;
+                if end > total {
+                    return Err(WireError::Malformed);
+                }
+            }
+            MsgType::Atomic => {
+                let bytes = plen
+                    .checked_sub(ATOMIC_SUB_LEN as u64)
+                    .ok_or(WireError::Truncated)?;
+                if offset != 0 || bytes != total {
+                    return Err(WireError::Malformed);
+                }
+            }
+            MsgType::AtomicResp => {
+                if offset != 0 || plen != total {
+                    return Err(WireError::Malformed);
+                }
+            }
+        }
+        if ty.is_rma() && (flags & FLAG_TAGGED != 0 || (ty != MsgType::Write && flags != 0)) {
+            // RMA is never tagged; only a write carries remote CQ data.
+            return Err(WireError::Malformed);
         }
         let tag = (flags & FLAG_TAGGED != 0).then(|| p.tag());
         if tag.is_none() && p.tag() != 0 {
@@ -309,5 +395,135 @@ impl Repr {
             }
             None => false,
         }
+    }
+}
+
+/// Length of the RMA sub-header at the start of WRITE and READ_REQ payloads, bytes.
+pub const RMA_SUB_LEN: usize = 16;
+/// Length of the atomic sub-header at the start of ATOMIC payloads, bytes.
+pub const ATOMIC_SUB_LEN: usize = 24;
+/// Atomic sub-header flag: the initiator wants the old values back (fetch).
+pub const ATOMIC_FETCH: u8 = 0x01;
+/// Atomic sub-header flag: comparands follow the operands (compare ops; implies fetch).
+pub const ATOMIC_COMPARE: u8 = 0x02;
+
+/// The RMA sub-header: which registered memory a WRITE or READ_REQ addresses.
+///
+/// ```text
+/// 0..8    key    remote memory key
+/// 8..16   addr   remote address of the op's byte 0 (as the target's MR mode defines it)
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RmaSub {
+    /// Remote memory key.
+    pub key: u64,
+    /// Remote address of the first byte of the whole op (not of this segment).
+    pub addr: u64,
+}
+
+impl RmaSub {
+    /// Parse the sub-header at the start of `payload`; returns it and the bytes after it.
+    /// Never panics.
+    pub fn parse(payload: &[u8]) -> Result<(RmaSub, &[u8]), WireError> {
+        if payload.len() < RMA_SUB_LEN {
+            return Err(WireError::Truncated);
+        }
+        let (h, rest) = payload.split_at(RMA_SUB_LEN);
+        Ok((
+            RmaSub {
+                key: be_u64(&h[0..8]),
+                addr: be_u64(&h[8..16]),
+            },
+            rest,
+        ))
+    }
+
+    /// Sub-header length in bytes.
+    pub fn buffer_len(&self) -> usize {
+        RMA_SUB_LEN
+    }
+
+    /// Write the sub-header into the first `RMA_SUB_LEN` bytes of `buf`; false if shorter.
+    pub fn emit(&self, buf: &mut [u8]) -> bool {
+        let Some(h) = buf.get_mut(..RMA_SUB_LEN) else {
+            return false;
+        };
+        h[0..8].copy_from_slice(&self.key.to_be_bytes());
+        h[8..16].copy_from_slice(&self.addr.to_be_bytes());
+        true
+    }
+}
+
+/// The atomic sub-header at the start of an ATOMIC payload.
+///
+/// ```text
+/// 0..8    key      remote memory key
+/// 8..16   addr     remote address of element 0
+/// 16      op       libfabric `enum fi_op` value (0 MIN .. 18 MSWAP)
+/// 17      datatype libfabric `enum fi_datatype` value (0 INT8 .. 9 DOUBLE)
+/// 18      flags    bit0 FETCH, bit1 COMPARE (implies FETCH); other bits 0
+/// 19      reserved 0
+/// 20..24  count    number of elements
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AtomicSub {
+    /// Remote memory key.
+    pub key: u64,
+    /// Remote address of element 0.
+    pub addr: u64,
+    /// Operation code (`enum fi_op`); checked by the message layer.
+    pub op: u8,
+    /// Datatype code (`enum fi_datatype`); checked by the message layer.
+    pub dt: u8,
+    /// `ATOMIC_FETCH` / `ATOMIC_COMPARE` bits.
+    pub flags: u8,
+    /// Number of elements.
+    pub count: u32,
+}
+
+impl AtomicSub {
+    /// Parse the sub-header at the start of `payload`; returns it and the bytes after it
+    /// (operands, then comparands). Checks flags and the reserved byte. Never panics.
+    pub fn parse(payload: &[u8]) -> Result<(AtomicSub, &[u8]), WireError> {
+        if payload.len() < ATOMIC_SUB_LEN {
+            return Err(WireError::Truncated);
+        }
+        let (h, rest) = payload.split_at(ATOMIC_SUB_LEN);
+        let flags = h[18];
+        let known = ATOMIC_FETCH | ATOMIC_COMPARE;
+        if flags & !known != 0 || flags == ATOMIC_COMPARE || h[19] != 0 {
+            return Err(WireError::Malformed);
+        }
+        Ok((
+            AtomicSub {
+                key: be_u64(&h[0..8]),
+                addr: be_u64(&h[8..16]),
+                op: h[16],
+                dt: h[17],
+                flags,
+                count: be_u32(&h[20..24]),
+            },
+            rest,
+        ))
+    }
+
+    /// Sub-header length in bytes.
+    pub fn buffer_len(&self) -> usize {
+        ATOMIC_SUB_LEN
+    }
+
+    /// Write the sub-header into the first `ATOMIC_SUB_LEN` bytes of `buf`; false if shorter.
+    pub fn emit(&self, buf: &mut [u8]) -> bool {
+        let Some(h) = buf.get_mut(..ATOMIC_SUB_LEN) else {
+            return false;
+        };
+        h[0..8].copy_from_slice(&self.key.to_be_bytes());
+        h[8..16].copy_from_slice(&self.addr.to_be_bytes());
+        h[16] = self.op;
+        h[17] = self.dt;
+        h[18] = self.flags;
+        h[19] = 0;
+        h[20..24].copy_from_slice(&self.count.to_be_bytes());
+        true
     }
 }

@@ -1,0 +1,482 @@
+//! One-sided operations, initiator side: posting RMA writes, reads and atomics,
+//! handing their datagrams down, and completing them on the target's reply.
+//! (The target side is `rma_target.rs`; the protocol is `PROTOCOL.md` §10.)
+
+use std::collections::{HashMap, VecDeque};
+
+use super::atomic::{op_code, op_has_operands, type_code};
+use super::op::{
+    atomic_valid, AtomicCall, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
+};
+use super::rma_target::{Reply, TargetState};
+use super::send::Step;
+use super::MsgLayer;
+use crate::buf::UserBuf;
+use crate::config::EpMode;
+use crate::dgram::{Datagrams, FailReason, PeerId, SendError};
+use crate::wire::msg::{
+    AtomicSub, MsgType, Repr, RmaSub, ATOMIC_COMPARE, ATOMIC_FETCH, ATOMIC_SUB_LEN, HEADER_LEN,
+    RMA_SUB_LEN,
+};
+
+/// Token bit (with `TOKEN_CTRL`) marking an RMA datagram; the low 32 bits are the op id.
+pub(crate) const TOKEN_RMA: u64 = 1 << 60;
+/// Token bit (with `TOKEN_RMA`) marking a target-side reply (READ_RESP, ATOMIC_RESP, ...).
+pub(crate) const TOKEN_RMA_REPLY: u64 = 1 << 59;
+/// Token bit (with `TOKEN_RMA`) marking an RMA_ABORT; its try count is in bits 32..40.
+pub(crate) const TOKEN_RMA_ABORT: u64 = 1 << 58;
+/// Most RMA ops one initiator keeps started (sent, reply not yet back) towards one peer;
+/// later ones wait in the queue. Bounds the target's per-peer state too.
+pub const MAX_RMA_INFLIGHT: u32 = 4096;
+
+/// Counters of the RMA engine (diagnostics).
+#[derive(Clone, Debug, Default)]
+pub struct RmaStats {
+    /// Requests this endpoint refused as a target (NAK sent).
+    pub refused: u64,
+    /// RMA datagrams that fit no state (unknown op id, wrong kind, over a limit).
+    pub stray: u64,
+    /// RMA payloads whose sub-header or contents failed to parse.
+    pub bad: u64,
+    /// Initiator ops started and not yet completed, now.
+    pub live_ops: usize,
+    /// Target-side write byte counters held now.
+    pub live_writes: usize,
+    /// Target-side read responses still streaming now.
+    pub live_reads: usize,
+}
+
+/// One posted one-sided operation (initiator side).
+pub(crate) struct RmaOut<B> {
+    pub op: RmaOp<B>,
+    /// Per-peer RMA op id (valid once started).
+    pub id: u32,
+    /// Bytes of `op.buf`.
+    pub len: usize,
+    /// Has an id and sent (or is sending) its datagrams.
+    pub started: bool,
+    /// Write: next byte to hand down.
+    pub next_off: usize,
+    /// Every datagram of it handed down.
+    pub handed_all: bool,
+    /// Read: response bytes placed.
+    pub arrived: usize,
+}
+
+/// Per-peer RMA state (kept in the message layer's `PeerState`).
+#[derive(Default)]
+pub(crate) struct RmaPeer {
+    /// Id of the next op we start towards this peer.
+    pub next_id: u32,
+    /// Our ops (slab ids) with datagrams still to hand down, in post order.
+    pub queue: VecDeque<usize>,
+    /// Our started, unfinished ops towards this peer.
+    pub started: u32,
+    /// Target side: small replies to send (WRITE_DONE, RMA_NAK, ATOMIC_RESP).
+    pub replies: VecDeque<Reply>,
+    /// Target side: reads being streamed back, front first.
+    pub reads: VecDeque<super::rma_target::ReadOut>,
+    /// Target side: write byte counters held for this peer.
+    pub writes_in: u32,
+    /// Alternation: RMA's turn over messages.
+    pub turn: bool,
+    /// Alternation: streaming reads' turn over our own ops.
+    pub reads_turn: bool,
+}
+
+impl RmaPeer {
+    /// Our own ops can send now (front started, or room to start another).
+    fn can_start(&self) -> bool {
+        !self.queue.is_empty() && self.started < MAX_RMA_INFLIGHT
+    }
+
+    /// Something for `pump` to hand down.
+    pub(crate) fn has_work(&self) -> bool {
+        !self.replies.is_empty() || !self.reads.is_empty() || self.can_start()
+    }
+}
+
+/// The RMA engine's state inside the message layer.
+pub(crate) struct RmaState<B> {
+    pub outs: super::slab::Slab<RmaOut<B>>,
+    /// Started ops by (peer, id), for reply lookup.
+    pub out_map: HashMap<(u32, u32), usize>,
+    pub target: TargetState<B>,
+    pub stats: RmaStats,
+}
+
+impl<B> RmaState<B> {
+    pub(crate) fn new() -> Self {
+        RmaState {
+            outs: super::slab::Slab::new(),
+            out_map: HashMap::new(),
+            target: TargetState::new(),
+            stats: RmaStats::default(),
+        }
+    }
+}
+
+/// Token of an RMA datagram of ours for op `id`.
+fn token(id: u32) -> u64 {
+    super::send::TOKEN_CTRL | TOKEN_RMA | id as u64
+}
+
+impl<B: UserBuf> MsgLayer<B> {
+    /// Largest atomic element count of `dt` one datagram carries (`compare`: comparands too).
+    pub(crate) fn rma_max_atomic_count(&self, size: usize, compare: bool) -> usize {
+        let room = self.payload_max.saturating_sub(HEADER_LEN + ATOMIC_SUB_LEN);
+        (room / (size.max(1) * if compare { 2 } else { 1 })).min(u32::MAX as usize)
+    }
+
+    /// Validate and queue a one-sided op.
+    pub(crate) fn rma_post(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        if self.mode != EpMode::Rdm {
+            return Err(OpError::Invalid);
+        }
+        let len = op.buf.len();
+        let atomic = match &op.kind {
+            RmaKind::Write { .. } | RmaKind::Read => None,
+            RmaKind::Atomic { op, dt } => Some((*op, *dt, AtomicCall::Plain, None, None)),
+            RmaKind::FetchAtomic { op, dt, result } => {
+                Some((*op, *dt, AtomicCall::Fetch, Some(result.len()), None))
+            }
+            RmaKind::CompareAtomic {
+                op,
+                dt,
+                compare,
+                result,
+            } => Some((
+                *op,
+                *dt,
+                AtomicCall::Compare,
+                Some(result.len()),
+                Some(compare.len()),
+            )),
+        };
+        match atomic {
+            None if len > self.max_msg_size() => return Err(OpError::TooLarge),
+            None => {}
+            Some((aop, dt, call, result, compare)) => {
+                let size = dt.size();
+                if !atomic_valid(aop, dt, call) || len == 0 || !len.is_multiple_of(size) {
+                    return Err(OpError::Invalid);
+                }
+                if result.is_some_and(|r| r < len) || compare.is_some_and(|c| c < len) {
+                    return Err(OpError::Invalid);
+                }
+                if len / size > self.rma_max_atomic_count(size, call == AtomicCall::Compare) {
+                    return Err(OpError::TooLarge);
+                }
+            }
+        }
+        let peer = op.peer;
+        let id = self.rma.outs.insert(RmaOut {
+            op,
+            id: 0,
+            len,
+            started: false,
+            next_off: 0,
+            handed_all: false,
+            arrived: 0,
+        });
+        self.peer_mut(peer).rma.queue.push_back(id);
+        self.wake(peer);
+        Ok(())
+    }
+
+    /// `pump`'s RMA hook: hand one RMA datagram of `p` down if it is RMA's turn
+    /// (alternating with messages); `None` lets the message queue go.
+    pub(crate) fn rma_send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Option<Step> {
+        let msgs_waiting = !self.peer_mut(p).queue.is_empty();
+        let st = &mut self.peer_mut(p).rma;
+        if !st.has_work() {
+            return None;
+        }
+        st.turn = !st.turn;
+        if msgs_waiting && !st.turn {
+            return None;
+        }
+        if !st.replies.is_empty() {
+            return Some(self.send_reply(p, dg));
+        }
+        st.reads_turn = !st.reads_turn;
+        let reads_turn = !st.reads.is_empty() && (st.reads_turn || !st.can_start());
+        Some(if reads_turn {
+            self.send_read_segment(p, dg)
+        } else {
+            self.send_own(p, dg)
+        })
+    }
+
+    /// Hand down the next datagram of the op at the front of `p`'s RMA queue.
+    fn send_own(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
+        let Some(&slot) = self.peer_mut(p).rma.queue.front() else {
+            return Step::Idle;
+        };
+        let payload_max = self.payload_max;
+        let Some(m) = self.rma.outs.get(slot) else {
+            self.peer_mut(p).rma.queue.pop_front();
+            return Step::Idle;
+        };
+        if !m.started {
+            let st = &mut self.peer_mut(p).rma;
+            let id = st.next_id;
+            st.next_id = id.wrapping_add(1);
+            st.started += 1;
+            self.rma.out_map.insert((p.0, id), slot);
+            self.rma.stats.live_ops += 1;
+            if let Some(m) = self.rma.outs.get_mut(slot) {
+                m.started = true;
+                m.id = id;
+            }
+        }
+        let Some(m) = self.rma.outs.get(slot) else {
+            return Step::Idle;
+        };
+        let mut repr = Repr {
+            ty: MsgType::Write,
+            seq: m.id,
+            total: m.len as u64,
+            offset: 0,
+            tag: None,
+            data: None,
+        };
+        let (key, addr, off) = (m.op.key, m.op.addr, m.next_off);
+        let buf = &m.op.buf;
+        let r = match &m.op.kind {
+            RmaKind::Write { data } => {
+                let room = payload_max.saturating_sub(HEADER_LEN + RMA_SUB_LEN);
+                let n = room.min(m.len - off);
+                if room == 0 {
+                    Err(SendError::TooLarge)
+                } else {
+                    repr.offset = off as u64;
+                    repr.data = *data;
+                    let len = HEADER_LEN + RMA_SUB_LEN + n;
+                    dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
+                        if repr.emit_into(b) && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]) {
+                            if let Some(dst) = b.get_mut(HEADER_LEN + RMA_SUB_LEN..) {
+                                buf.read_at(off, dst);
+                            }
+                        }
+                    })
+                    .map(|()| n)
+                }
+            }
+            RmaKind::Read => {
+                repr.ty = MsgType::ReadReq;
+                let len = HEADER_LEN + RMA_SUB_LEN;
+                dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
+                    if repr.emit_into(b) {
+                        (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+                    }
+                })
+                .map(|()| 0)
+            }
+            RmaKind::Atomic { op, dt }
+            | RmaKind::FetchAtomic { op, dt, .. }
+            | RmaKind::CompareAtomic { op, dt, .. } => {
+                let (fetch, compare) = match &m.op.kind {
+                    RmaKind::FetchAtomic { .. } => (ATOMIC_FETCH, None),
+                    RmaKind::CompareAtomic { compare, .. } => {
+                        (ATOMIC_FETCH | ATOMIC_COMPARE, Some(compare))
+                    }
+                    _ => (0, None),
+                };
+                let opnd = if op_has_operands(*op) { m.len } else { 0 };
+                let bytes = opnd + compare.map_or(0, |_| m.len);
+                let sub = AtomicSub {
+                    key,
+                    addr,
+                    op: op_code(*op),
+                    dt: type_code(*dt),
+                    flags: fetch,
+                    count: (m.len / dt.size()) as u32,
+                };
+                repr.ty = MsgType::Atomic;
+                repr.total = bytes as u64;
+                let len = HEADER_LEN + ATOMIC_SUB_LEN + bytes;
+                if len > payload_max {
+                    Err(SendError::TooLarge)
+                } else {
+                    dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
+                        if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
+                            let at = HEADER_LEN + ATOMIC_SUB_LEN;
+                            if let Some(dst) = b.get_mut(at..at + opnd) {
+                                buf.read_at(0, dst);
+                            }
+                            if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
+                                c.read_at(0, dst);
+                            }
+                        }
+                    })
+                    .map(|()| 0)
+                }
+            }
+        };
+        match r {
+            Ok(n) => {
+                self.stats.datagrams_sent += 1;
+                let Some(m) = self.rma.outs.get_mut(slot) else {
+                    return Step::Sent;
+                };
+                m.next_off += n;
+                let done = !matches!(m.op.kind, RmaKind::Write { .. }) || m.next_off >= m.len;
+                if done {
+                    m.handed_all = true;
+                    self.peer_mut(p).rma.queue.pop_front();
+                }
+                Step::Sent
+            }
+            Err(SendError::WouldBlock) => Step::Blocked,
+            Err(_) => {
+                // The peer is gone or a datagram cannot carry the op (payload shrank).
+                self.rma_finish(slot, Some(CompError::PeerUnreachable));
+                Step::Sent
+            }
+        }
+    }
+
+    /// Complete our op in `slot` (once) with `error` and forget it.
+    pub(crate) fn rma_finish(&mut self, slot: usize, error: Option<CompError>) {
+        let Some(m) = self.rma.outs.remove(slot) else {
+            return;
+        };
+        let p = m.op.peer;
+        if m.started {
+            if self.rma.out_map.get(&(p.0, m.id)) == Some(&slot) {
+                self.rma.out_map.remove(&(p.0, m.id));
+            }
+            self.rma.stats.live_ops = self.rma.stats.live_ops.saturating_sub(1);
+        }
+        let st = &mut self.peer_mut(p).rma;
+        if m.started {
+            st.started = st.started.saturating_sub(1);
+        }
+        if !m.handed_all {
+            st.queue.retain(|&x| x != slot);
+        }
+        // A freed start slot may let a queued op go.
+        self.wake(p);
+        let kind = match m.op.kind {
+            RmaKind::Write { .. } => CompKind::Write,
+            RmaKind::Read => CompKind::Read,
+            _ => CompKind::Atomic,
+        };
+        self.comps.push_back(Completion {
+            context: m.op.context,
+            kind,
+            tagged: false,
+            len: m.len,
+            tag: 0,
+            data: None,
+            src: None,
+            buf: Some(m.op.buf),
+            offset: 0,
+            multi_recv_done: false,
+            error,
+            olen: 0,
+            report: m.op.report || error.is_some(),
+        });
+    }
+
+    /// Our started op `id` towards `peer`, if live.
+    fn rma_lookup(&mut self, peer: PeerId, id: u32) -> Option<usize> {
+        let slot = self.rma.out_map.get(&(peer.0, id)).copied();
+        if slot.is_none() {
+            self.rma.stats.stray += 1;
+        }
+        slot
+    }
+
+    /// A reply from the target of our op `repr.seq`: WRITE_DONE, RMA_NAK, READ_RESP or
+    /// ATOMIC_RESP.
+    pub(crate) fn rma_on_reply(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {
+        let Some(slot) = self.rma_lookup(peer, repr.seq) else {
+            return;
+        };
+        let Some(m) = self.rma.outs.get_mut(slot) else {
+            return;
+        };
+        let ok = match (repr.ty, &mut m.op.kind) {
+            (MsgType::RmaNak, _) => {
+                self.rma_finish(slot, Some(CompError::RemoteAccess));
+                return;
+            }
+            (MsgType::WriteDone, RmaKind::Write { .. }) => {
+                m.handed_all && repr.total == m.len as u64
+            }
+            (MsgType::ReadResp, RmaKind::Read) => {
+                let off = repr.offset as usize;
+                if repr.total != m.len as u64 || off + data.len() > m.len {
+                    false
+                } else {
+                    m.op.buf.write_at(off, data);
+                    m.arrived += data.len();
+                    if m.arrived < m.len {
+                        return;
+                    }
+                    true
+                }
+            }
+            (MsgType::AtomicResp, RmaKind::Atomic { .. }) => data.is_empty(),
+            (MsgType::AtomicResp, RmaKind::FetchAtomic { result, .. })
+            | (MsgType::AtomicResp, RmaKind::CompareAtomic { result, .. })
+                if data.len() == m.len =>
+            {
+                result.write_at(0, data);
+                true
+            }
+            _ => false,
+        };
+        if ok {
+            self.rma_finish(slot, None);
+        } else {
+            self.rma.stats.stray += 1;
+        }
+    }
+
+    /// `peer` failed (an SRD `Failed` report for datagram `token`, any datagram) or
+    /// restarted (`None`): its target-side state is dropped and every started op towards
+    /// it fails `PeerUnreachable`. If the peer may live on (`Unreachable`), each failed
+    /// write gets an RMA_ABORT so the target frees its byte counter (a failed abort is
+    /// sent again, up to `MAX_ABORT_TRIES` sends).
+    pub(crate) fn rma_peer_lost(&mut self, peer: PeerId, failed: Option<(u64, FailReason)>) {
+        let alive = matches!(failed, Some((_, FailReason::Unreachable)));
+        // The aborts queued by an earlier report of this batch must survive.
+        self.rma_drop_target_state(peer, alive);
+        if let Some((token, FailReason::Unreachable)) = failed {
+            let rma_abort = TOKEN_RMA | TOKEN_RMA_ABORT;
+            let tries = ((token >> 32) as u8).saturating_add(1);
+            if token & rma_abort == rma_abort && tries < super::MAX_ABORT_TRIES {
+                let id = token as u32;
+                self.peer_mut(peer)
+                    .rma
+                    .replies
+                    .push_back(Reply::Abort { id, tries });
+                self.wake(peer);
+            }
+        }
+        if self.peer_mut(peer).rma.started == 0 {
+            return;
+        }
+        for slot in self
+            .rma
+            .outs
+            .indices_where(|m| m.op.peer == peer && m.started)
+        {
+            let write = self
+                .rma
+                .outs
+                .get(slot)
+                .and_then(|m| matches!(m.op.kind, RmaKind::Write { .. }).then_some(m.id));
+            if let (true, Some(id)) = (alive, write) {
+                self.peer_mut(peer)
+                    .rma
+                    .replies
+                    .push_back(Reply::Abort { id, tries: 0 });
+            }
+            self.rma_finish(slot, Some(CompError::PeerUnreachable));
+        }
+    }
+}
