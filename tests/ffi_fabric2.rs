@@ -12,7 +12,13 @@ use std::process::Command;
 use spray_fi::sys;
 
 /// The FFI suites re-run under libfabric 2.x (each is a cargo test binary of this package).
-const SUITES: &[&str] = &["ffi_getinfo", "ffi_objects", "ffi_loopback", "ffi_calls"];
+const SUITES: &[&str] = &[
+    "ffi_getinfo",
+    "ffi_objects",
+    "ffi_loopback",
+    "ffi_calls",
+    "ffi_rma",
+];
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
