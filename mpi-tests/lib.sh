@@ -72,8 +72,13 @@ mpi_launch() {
     VERIFY2_RE='.'
     case $m in
     ompi4)
+        # One-sided: osc rdma over btl ofi in one-sided mode when the provider has
+        # FI_RMA+FI_ATOMIC (OMPI4_ONESIDED=1, set by run.sh), else osc pt2pt over the mtl.
+        local osc=(--mca btl self --mca osc pt2pt)
+        [ "${OMPI4_ONESIDED:-0}" = 1 ] && osc=(--mca btl ofi,self --mca btl_ofi_provider_include "$prov"
+            --mca btl_ofi_mode 0 --mca osc rdma)
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
-            --mca mtl_ofi_provider_include "$prov" --mca btl self --mca osc pt2pt
+            --mca mtl_ofi_provider_include "$prov" "${osc[@]}"
             --mca oob_tcp_if_include lo --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
         # OMPI4_FABRIC_DIR=<dir>: load that libfabric.so.1 instead of Debian's 1.17
         [ -n "${OMPI4_FABRIC_DIR:-}" ] && LAUNCH+=(-x LD_LIBRARY_PATH="$OMPI4_FABRIC_DIR")

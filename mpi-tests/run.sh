@@ -81,6 +81,13 @@ if [ "$MPI" = ompi5 ] && [ "$PROV" != tcp ] && [ -z "${BTL_OFI_MODE:-}" ] && com
         KNOWN_SKIP+=("rma: OpenMPI 5 one-sided needs FI_RMA+FI_ATOMIC from the provider (btl ofi one-sided mode); $PROV has not both")
     fi
 fi
+# OpenMPI 4.1 runs MPI one-sided over btl ofi (osc rdma, one-sided mode) when the
+# provider offers FI_RMA+FI_ATOMIC; otherwise over osc pt2pt on the mtl.
+if [ "$MPI" = ompi4 ] && [ -z "${OMPI4_ONESIDED:-}" ] && [ -z "${OMPI4_FABRIC_DIR:-}" ] && command -v fi_info >/dev/null; then
+    if FI_PROVIDER_PATH=$PROVDIR fi_info -p "$PROV" -t FI_EP_RDM -c 'FI_RMA|FI_ATOMIC' >/dev/null 2>&1; then
+        export OMPI4_ONESIDED=1
+    fi
+fi
 # shellcheck disable=SC2206 # P2P_ARGS is a space-separated argument list on purpose
 P2P_ARGS_ARR=(${P2P_ARGS:-"${P2P_DEFAULT[@]}"})
 
