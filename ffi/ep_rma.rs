@@ -48,6 +48,19 @@ impl EpState {
         if self.run.is_none() {
             return err::EOPBADSTATE as isize;
         }
+        if flags & FI_FENCE != 0 {
+            // A fenced op starts only after every earlier op of this endpoint completed
+            // (RMA and atomics are unordered in spray). Until then the caller retries;
+            // nothing later can overtake it, since it is not posted either.
+            self.progress();
+            if self
+                .run
+                .as_ref()
+                .is_some_and(|r| r.engine.pending_initiated() > 0)
+            {
+                return err::EAGAIN as isize;
+            }
+        }
         let peer = match self.peer_of(dest) {
             Ok(p) => p,
             Err(e) => return e,

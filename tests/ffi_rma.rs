@@ -1038,3 +1038,73 @@ fn dgram_endpoints_have_no_rma() {
     assert_eq!(close(fab), 0);
     unsafe { sys::fi_freeinfo(info) };
 }
+
+/// `FI_FENCE`: a fenced read is held back (`-FI_EAGAIN`) while an earlier write of
+/// the same endpoint is unfinished, and once posted it sees all the written bytes.
+#[test]
+fn fence_orders_read_after_write() {
+    let p = Pair::new(0);
+    let (a, b) = (&p.s[0], &p.s[1]);
+    let size = 2 << 20;
+    let mut region = vec![0u8; size];
+    let mr = mr_reg(b.dom, &mut region, REMOTE_RW, 31).unwrap();
+    let tx = pattern(size, 9);
+    let mut rx = vec![0u8; size];
+    let (mut cw, mut cr) = (1u64, 2u64);
+    unsafe {
+        let rma = &*(*a.ep).rma;
+        let rc = rma.write.unwrap()(
+            a.ep,
+            tx.as_ptr().cast(),
+            size,
+            null_mut(),
+            p.peer[0],
+            0,
+            mr.key(),
+            ctx(&mut cw),
+        );
+        assert_eq!(rc, 0, "fi_write");
+        let iov = libc::iovec {
+            iov_base: rx.as_mut_ptr().cast(),
+            iov_len: size,
+        };
+        let rio = sys::fi_rma_iov {
+            addr: 0,
+            len: size,
+            key: mr.key(),
+        };
+        let msg = sys::fi_msg_rma {
+            msg_iov: (&iov as *const libc::iovec).cast(),
+            desc: null_mut(),
+            iov_count: 1,
+            addr: p.peer[0],
+            rma_iov: &rio,
+            rma_iov_count: 1,
+            context: ctx(&mut cr),
+            data: 0,
+        };
+        let fenced = (sys::FI_FENCE | sys::FI_COMPLETION) as u64;
+        // 2 MiB cannot have landed yet: the target has not been progressed.
+        assert_eq!(rma.readmsg.unwrap()(a.ep, &msg, fenced), EAGAIN);
+        let t = Instant::now();
+        let mut tries = 1;
+        loop {
+            let _ = cq_read(b.cq, &mut []);
+            let rc = rma.readmsg.unwrap()(a.ep, &msg, fenced);
+            if rc == 0 {
+                break;
+            }
+            assert_eq!(rc, EAGAIN, "fenced fi_readmsg");
+            tries += 1;
+            assert!(t.elapsed() < Duration::from_secs(10), "fence never opened");
+        }
+        assert!(tries > 1);
+        // The write's completion was produced before the fence opened.
+        let e = ok(wait_one(a.cq, b.cq));
+        assert_eq!(e.op_context, ctx(&mut cw));
+        let e = ok(wait_one(a.cq, b.cq));
+        assert_eq!(e.op_context, ctx(&mut cr));
+        assert!(rx == tx, "fenced read saw the whole write");
+    }
+    drop(mr);
+}

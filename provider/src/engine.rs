@@ -134,6 +134,11 @@ impl<B: UserBuf> Engine<B> {
         self.srd.poll_timeout()
     }
 
+    /// Initiated operations (sends, RMA, atomics) not completed yet.
+    pub fn pending_initiated(&self) -> usize {
+        self.msg.pending_initiated()
+    }
+
     /// The next finished operation.
     pub fn poll_completion(&mut self) -> Option<Completion<B>> {
         self.msg.poll_completion()

@@ -282,6 +282,12 @@ impl<B: UserBuf> MsgLayer<B> {
         (self.outs.len(), self.recvs.len(), self.ins.len())
     }
 
+    /// Operations this endpoint initiated that have not completed: sends and
+    /// one-sided ops, queued or in flight (`FI_FENCE` waits for 0).
+    pub fn pending_initiated(&self) -> usize {
+        self.outs.len() + self.rma.outs.len()
+    }
+
     /// Counters.
     pub fn stats(&self) -> &MsgStats {
         &self.stats
