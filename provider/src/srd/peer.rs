@@ -35,6 +35,8 @@ pub struct Params {
     pub max_payload: usize,
     /// Delayed-ack time, ns.
     pub ack_delay_ns: u64,
+    /// Most receiver hold time the congestion window covers, ns.
+    pub max_host_delay_ns: u64,
     /// Ack after this many data packets.
     pub ack_every: u32,
     /// RTO bounds, ns.
@@ -110,6 +112,8 @@ pub struct Peer {
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
     pub pacing_at: Instant,
+    /// Exact RTT sample taken by the ack being processed, ns (0 = none).
+    pub last_rtt_sample: u64,
     /// A RESET must be sent (we got a packet addressed to an old epoch of ours).
     pub reset_pending: bool,
     /// When the last RESET left (rate limit).
@@ -132,6 +136,7 @@ impl Peer {
                 u64::from(p.initial_window) * mss,
                 min_window,
                 p.ack_delay_ns,
+                p.max_host_delay_ns,
             ),
             timers: TimerTable::default(),
             srtt_ns: 0,
@@ -145,6 +150,7 @@ impl Peer {
             tlp_psn: None,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
+            last_rtt_sample: 0,
             reset_pending: false,
             last_reset: None,
         }

@@ -3,6 +3,15 @@
 //! measured rate. Multipath-aware: only the MEDIAN path RTT rising over the
 //! min RTT (the whole connection queueing, e.g. incast) lowers the gains;
 //! one slow path is handled by the path picker, not here.
+//!
+//! Host-aware: the window also covers the time the RECEIVING HOST holds our
+//! packets before acking them (reported in every ack; with kernel arrival
+//! stamps it includes time in the socket buffer while the receiving process
+//! is not running). On a loaded machine that is milliseconds, and a window of
+//! one network BDP then leaves the pipe idle for most of each scheduling gap.
+//! Packets waiting there queue in the receiver's socket buffer, not in the
+//! network, so this does not add to congestion; it is capped (`max_host_delay_ns`)
+//! so a slow receiver cannot grow it without bound.
 
 use super::{AckSample, Controller};
 use crate::time::Instant;
@@ -23,12 +32,30 @@ pub struct Bbr {
     min_window: u64,
     /// Receiver's ack hold time, ns (part of the effective RTT).
     ack_delay_ns: u64,
+    /// Recent peak of the receiver-reported hold time, ns (decays).
+    host_delay_ns: u64,
+    /// When `host_delay_ns` was last raised or refreshed.
+    host_stamp: Instant,
+    /// Most of `host_delay_ns` the window covers, ns.
+    max_host_delay_ns: u64,
+    /// Smallest exact RTT sample in the current / previous filter period, ns
+    /// (u64::MAX = none): the recent floor of the RTT.
+    floor_cur_ns: u64,
+    floor_prev_ns: u64,
+    /// When the current floor period began.
+    floor_start: Instant,
 }
 
 impl Bbr {
     /// A controller with an `initial_window` (bytes) and a `min_window`
-    /// (bytes); `ack_delay_ns` is the receiver's delayed-ack time.
-    pub fn new(initial_window: u64, min_window: u64, ack_delay_ns: u64) -> Self {
+    /// (bytes); `ack_delay_ns` is the receiver's delayed-ack time; the window
+    /// covers reported receiver hold times up to `max_host_delay_ns`.
+    pub fn new(
+        initial_window: u64,
+        min_window: u64,
+        ack_delay_ns: u64,
+        max_host_delay_ns: u64,
+    ) -> Self {
         Bbr {
             bw: 0,
             bw_stamp: Instant::ZERO,
@@ -37,12 +64,38 @@ impl Bbr {
             initial_window,
             min_window,
             ack_delay_ns,
+            host_delay_ns: 0,
+            host_stamp: Instant::ZERO,
+            max_host_delay_ns,
+            floor_cur_ns: u64::MAX,
+            floor_prev_ns: u64::MAX,
+            floor_start: Instant::ZERO,
         }
     }
 
-    /// Is the connection as a whole queueing (most paths' RTT well above min)?
+    /// Smallest exact RTT sample of the last one to two filter periods, ns
+    /// (0 = none).
+    pub fn recent_floor(&self) -> u64 {
+        match self.floor_cur_ns.min(self.floor_prev_ns) {
+            u64::MAX => 0,
+            f => f,
+        }
+    }
+
+    /// The receiver hold time the window covers, ns.
+    pub fn host_delay(&self) -> u64 {
+        self.host_delay_ns.min(self.max_host_delay_ns)
+    }
+
+    /// Is the connection as a whole queueing: most paths' RTT well above the
+    /// min, and no recent sample near it either (a standing queue)? RTTs
+    /// inflated only now and then (the receiving or sending host not
+    /// scheduled, batch serialisation on a busy CPU) leave some samples at
+    /// the floor; a queue in the network delays every packet.
     pub fn congested(&self) -> bool {
-        self.min_rtt_ns > 0 && self.median_srtt_ns > 2 * self.min_rtt_ns + 20_000
+        let limit = 2 * self.min_rtt_ns + 20_000;
+        let floor = self.recent_floor();
+        self.min_rtt_ns > 0 && self.median_srtt_ns > limit && (floor == 0 || floor > limit)
     }
 
     /// Bottleneck bandwidth estimate, bytes/s.
@@ -65,6 +118,23 @@ impl Controller for Bbr {
         }
         if s.median_srtt_ns > 0 {
             self.median_srtt_ns = s.median_srtt_ns;
+        }
+        let period = self.bw_window_ns();
+        if now.saturating_since(self.floor_start).as_nanos() as u64 > period {
+            self.floor_prev_ns = self.floor_cur_ns;
+            self.floor_cur_ns = u64::MAX;
+            self.floor_start = now;
+        }
+        if s.rtt_sample_ns > 0 {
+            self.floor_cur_ns = self.floor_cur_ns.min(s.rtt_sample_ns);
+        }
+        let stale = now.saturating_since(self.host_stamp).as_nanos() as u64 > self.bw_window_ns();
+        if s.peer_delay_ns >= self.host_delay_ns {
+            self.host_delay_ns = s.peer_delay_ns;
+            self.host_stamp = now;
+        } else if stale {
+            self.host_delay_ns = (self.host_delay_ns * 3 / 4).max(s.peer_delay_ns);
+            self.host_stamp = now;
         }
         if s.interval_ns > 0 && s.delivered_bytes > 0 {
             // At least 1 µs: a burst acked "at once" is no rate measurement.
@@ -97,10 +167,12 @@ impl Controller for Bbr {
             return self.initial_window;
         }
         let gain = if self.congested() { 1 } else { 2 };
-        // Min RTT plus the receiver's ack hold; but at least half the median
+        // Min RTT plus the receiver's hold (configured ack delay, or what the
+        // receiving host reports, see the module doc); but at least half the median
         // path RTT, so spraying jitter (RTTs spread far above the min) does
         // not starve the pipe. Half, so that our own queue cannot feed back.
-        let rtt = (self.min_rtt_ns + self.ack_delay_ns).max(self.median_srtt_ns / 2);
+        let hold = self.ack_delay_ns.max(self.host_delay());
+        let rtt = (self.min_rtt_ns + hold).max(self.median_srtt_ns / 2);
         let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX))
             as u64;
         bdp.saturating_mul(gain).max(self.min_window)
