@@ -119,7 +119,9 @@ impl Controller for Bbr {
         if s.median_srtt_ns > 0 {
             self.median_srtt_ns = s.median_srtt_ns;
         }
-        let period = self.bw_window_ns();
+        // A few round trips: long enough to catch a sample between host
+        // stalls, short enough that a queue standing for longer shows.
+        let period = (4 * self.median_srtt_ns.max(self.min_rtt_ns)).clamp(50_000, 10_000_000);
         if now.saturating_since(self.floor_start).as_nanos() as u64 > period {
             self.floor_prev_ns = self.floor_cur_ns;
             self.floor_cur_ns = u64::MAX;
@@ -128,6 +130,8 @@ impl Controller for Bbr {
         if s.rtt_sample_ns > 0 {
             self.floor_cur_ns = self.floor_cur_ns.min(s.rtt_sample_ns);
         }
+        // Peak hold time, kept as long as a bandwidth maximum: the gaps of
+        // a descheduled receiver come every few ms, not every ack.
         let stale = now.saturating_since(self.host_stamp).as_nanos() as u64 > self.bw_window_ns();
         if s.peer_delay_ns >= self.host_delay_ns {
             self.host_delay_ns = s.peer_delay_ns;
