@@ -27,7 +27,6 @@ impl Peer {
         }
         let mut acked_bytes = 0u64;
         let mut rate: Option<(u64, Instant)> = None;
-        self.last_rtt_sample = 0;
         if (cum_d as i32) > 0 {
             let mut psn = self.tx.una;
             while psn != ack.cum {
@@ -67,7 +66,6 @@ impl Peer {
                 min_rtt_ns: self.paths.min_rtt(),
                 median_srtt_ns: self.paths.median_srtt(),
                 peer_delay_ns: u64::from(ack.delay_us) * 1000,
-                rtt_sample_ns: self.last_rtt_sample,
                 ..AckSample::default()
             };
             if let Some((d0, t0)) = rate {
@@ -147,7 +145,6 @@ impl Peer {
             p.on_rtt(sample);
             if psn == ack.recent {
                 self.on_rtt(sample);
-                self.last_rtt_sample = sample;
             }
         } else if psn == ack.recent && self.srtt_ns == 0 {
             // Every packet so far was resent (e.g. a first flight lost in an

@@ -112,8 +112,6 @@ pub struct Peer {
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
     pub pacing_at: Instant,
-    /// Exact RTT sample taken by the ack being processed, ns (0 = none).
-    pub last_rtt_sample: u64,
     /// A RESET must be sent (we got a packet addressed to an old epoch of ours).
     pub reset_pending: bool,
     /// When the last RESET left (rate limit).
@@ -150,7 +148,6 @@ impl Peer {
             tlp_psn: None,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
-            last_rtt_sample: 0,
             reset_pending: false,
             last_reset: None,
         }

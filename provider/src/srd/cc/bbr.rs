@@ -9,9 +9,10 @@
 //! stamps it includes time in the socket buffer while the receiving process
 //! is not running). On a loaded machine that is milliseconds, and a window of
 //! one network BDP then leaves the pipe idle for most of each scheduling gap.
-//! Packets waiting there queue in the receiver's socket buffer, not in the
-//! network, so this does not add to congestion; it is capped (`max_host_delay_ns`)
-//! so a slow receiver cannot grow it without bound.
+//! Packets waiting there sit in the receiver's socket buffer, not in a
+//! network queue. The term is capped (`max_host_delay_ns`) so that a slow
+//! receiver cannot grow it without bound. (The simulator's hosts hold
+//! packets only for the delayed ack, so there this changes nothing.)
 
 use super::{AckSample, Controller};
 use crate::time::Instant;
@@ -38,12 +39,6 @@ pub struct Bbr {
     host_stamp: Instant,
     /// Most of `host_delay_ns` the window covers, ns.
     max_host_delay_ns: u64,
-    /// Smallest exact RTT sample in the current / previous filter period, ns
-    /// (u64::MAX = none): the recent floor of the RTT.
-    floor_cur_ns: u64,
-    floor_prev_ns: u64,
-    /// When the current floor period began.
-    floor_start: Instant,
 }
 
 impl Bbr {
@@ -67,18 +62,6 @@ impl Bbr {
             host_delay_ns: 0,
             host_stamp: Instant::ZERO,
             max_host_delay_ns,
-            floor_cur_ns: u64::MAX,
-            floor_prev_ns: u64::MAX,
-            floor_start: Instant::ZERO,
-        }
-    }
-
-    /// Smallest exact RTT sample of the last one to two filter periods, ns
-    /// (0 = none).
-    pub fn recent_floor(&self) -> u64 {
-        match self.floor_cur_ns.min(self.floor_prev_ns) {
-            u64::MAX => 0,
-            f => f,
         }
     }
 
@@ -87,15 +70,9 @@ impl Bbr {
         self.host_delay_ns.min(self.max_host_delay_ns)
     }
 
-    /// Is the connection as a whole queueing: most paths' RTT well above the
-    /// min, and no recent sample near it either (a standing queue)? RTTs
-    /// inflated only now and then (the receiving or sending host not
-    /// scheduled, batch serialisation on a busy CPU) leave some samples at
-    /// the floor; a queue in the network delays every packet.
+    /// Is the connection as a whole queueing (most paths' RTT well above min)?
     pub fn congested(&self) -> bool {
-        let limit = 2 * self.min_rtt_ns + 20_000;
-        let floor = self.recent_floor();
-        self.min_rtt_ns > 0 && self.median_srtt_ns > limit && (floor == 0 || floor > limit)
+        self.min_rtt_ns > 0 && self.median_srtt_ns > 2 * self.min_rtt_ns + 20_000
     }
 
     /// Bottleneck bandwidth estimate, bytes/s.
@@ -118,17 +95,6 @@ impl Controller for Bbr {
         }
         if s.median_srtt_ns > 0 {
             self.median_srtt_ns = s.median_srtt_ns;
-        }
-        // A few round trips: long enough to catch a sample between host
-        // stalls, short enough that a queue standing for longer shows.
-        let period = (4 * self.median_srtt_ns.max(self.min_rtt_ns)).clamp(50_000, 10_000_000);
-        if now.saturating_since(self.floor_start).as_nanos() as u64 > period {
-            self.floor_prev_ns = self.floor_cur_ns;
-            self.floor_cur_ns = u64::MAX;
-            self.floor_start = now;
-        }
-        if s.rtt_sample_ns > 0 {
-            self.floor_cur_ns = self.floor_cur_ns.min(s.rtt_sample_ns);
         }
         // Peak hold time, kept as long as a bandwidth maximum: the gaps of
         // a descheduled receiver come every few ms, not every ack.
