@@ -445,7 +445,7 @@ impl EpState {
             let engine = &mut run.engine;
             let n = run
                 .io
-                .recv(|from, bytes| engine.handle_datagram(now, from, bytes));
+                .recv_at(|at, from, bytes| engine.handle_datagram(at, from, bytes));
             if n == 0 {
                 break;
             }

@@ -15,3 +15,14 @@ pub fn now_ns() -> u64 {
 pub fn now() -> spray::Instant {
     spray::Instant::from_nanos(now_ns())
 }
+
+/// Wall-clock (CLOCK_REALTIME) time in ns: the clock of kernel packet timestamps.
+pub fn realtime_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}

@@ -1,6 +1,13 @@
 //! Batched datagram I/O for one endpoint: `recvmmsg` on socket 0 into
 //! preallocated slots, and `sendmmsg` per path socket for the packets the
 //! engine hands out. No allocation and no per-packet syscall once a batch forms.
+//!
+//! Times handed to the engine are as close to the wire as the kernel lets us:
+//! a received datagram carries its kernel arrival time (`SO_TIMESTAMPNS`), and
+//! packets are built with a fresh clock reading just before their `sendmmsg`.
+//! Otherwise the time a datagram waited in a socket buffer while this process
+//! was not running (2 busy ranks on 2 shared cores) counts as network RTT, and
+//! the congestion controller takes host scheduling for a queueing network.
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -9,6 +16,11 @@ use spray::{Engine, Instant};
 
 use crate::addr;
 use crate::io::buf::FfiBuf;
+use crate::io::clock;
+
+/// Control-message room per receive slot: one `SCM_TIMESTAMPNS` (a cmsghdr and
+/// a timespec, 32 bytes on 64-bit Linux) with slack.
+const CMSG_BYTES: usize = 64;
 
 /// Counters of what the driver did (for logs and tests).
 #[derive(Copy, Clone, Debug, Default)]
@@ -25,6 +37,8 @@ pub struct IoStats {
     pub tx_errors: u64,
     /// Received datagrams larger than a slot (dropped).
     pub rx_truncated: u64,
+    /// Received datagrams without a usable kernel timestamp (given the poll time).
+    pub rx_unstamped: u64,
 }
 
 #[derive(Copy, Clone)]
@@ -44,6 +58,11 @@ pub struct Io {
     rx_addr: Vec<libc::sockaddr_in>,
     rx_iov: Vec<libc::iovec>,
     rx_hdr: Vec<libc::mmsghdr>,
+    /// Control buffers for the arrival timestamps, `CMSG_BYTES` per slot
+    /// (u64 words, so every cmsghdr in them is aligned).
+    rx_cmsg: Vec<u64>,
+    /// Latest time handed to the engine, ns: engine time never goes back.
+    last_ns: u64,
     tx_buf: Vec<Vec<u8>>,
     tx_meta: Vec<TxMeta>,
     tx_len: usize,
@@ -92,6 +111,8 @@ impl Io {
                 batch
             ],
             rx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
+            rx_cmsg: vec![0; batch * CMSG_BYTES / 8],
+            last_ns: 0,
             tx_buf: (0..batch).map(|_| vec![0; slot_bytes]).collect(),
             tx_meta: vec![
                 TxMeta {
@@ -126,7 +147,49 @@ impl Io {
             h.msg_iov = &mut io.rx_iov[i];
             h.msg_iovlen = 1;
         }
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt on our own socket with a valid int option value.
+        // Failure only costs precision: unstamped datagrams get the poll time.
+        unsafe {
+            libc::setsockopt(
+                io.socks[0].as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
         io
+    }
+
+    /// Engine time from monotonic `ns`, never before what the engine saw last.
+    fn engine_time(&mut self, ns: u64) -> Instant {
+        self.last_ns = self.last_ns.max(ns);
+        Instant::from_nanos(self.last_ns)
+    }
+
+    /// The kernel arrival time of slot `i` as monotonic ns, if it carries one.
+    /// `real_to_mono` = CLOCK_MONOTONIC - CLOCK_REALTIME, ns.
+    fn arrival_ns(&self, i: usize, real_to_mono: i128) -> Option<u64> {
+        let h = &self.rx_hdr[i].msg_hdr;
+        if h.msg_controllen == 0 || h.msg_flags & libc::MSG_CTRUNC != 0 {
+            return None;
+        }
+        // SAFETY: the header's control pointer and length describe our own
+        // rx_cmsg region for slot i as the kernel filled it; the CMSG macros
+        // stay within msg_controllen.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                    let real = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+                    return u64::try_from(real + real_to_mono).ok();
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
     }
 
     /// The receiving socket.
@@ -137,10 +200,21 @@ impl Io {
     /// One `recvmmsg` on socket 0; each datagram goes to `f(from, bytes)`.
     /// Returns how many arrived (0 means the socket is drained for now).
     pub fn recv(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> usize {
+        self.recv_at(|_, from, bytes| f(from, bytes))
+    }
+
+    /// As `recv`, and each datagram comes with its arrival time:
+    /// `f(at, from, bytes)`. `at` is the kernel's receive timestamp (clamped
+    /// between the engine's last time and now), or now if there is none.
+    pub fn recv_at(&mut self, mut f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
         let vlen = if self.rx_idle { 1 } else { self.batch };
-        for h in &mut self.rx_hdr[..vlen] {
+        let cmsg = self.rx_cmsg.as_mut_ptr();
+        for (i, h) in self.rx_hdr[..vlen].iter_mut().enumerate() {
             h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
             h.msg_hdr.msg_flags = 0;
+            // SAFETY: i * CMSG_BYTES / 8 + CMSG_BYTES / 8 <= rx_cmsg.len().
+            h.msg_hdr.msg_control = unsafe { cmsg.add(i * CMSG_BYTES / 8) }.cast();
+            h.msg_hdr.msg_controllen = CMSG_BYTES as _;
             h.msg_len = 0;
         }
         // SAFETY: rx_hdr holds `batch` headers whose name/iov pointers refer to our
@@ -160,6 +234,8 @@ impl Io {
             return 0;
         }
         let n = r as usize;
+        let mono = clock::now_ns();
+        let real_to_mono = i128::from(mono) - i128::from(clock::realtime_ns());
         for i in 0..n {
             let h = &self.rx_hdr[i];
             if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
@@ -169,15 +245,27 @@ impl Io {
             let len = (h.msg_len as usize).min(self.slot_bytes);
             let from = addr::from_c(&self.rx_addr[i]);
             let start = i * self.slot_bytes;
-            f(SocketAddr::V4(from), &self.rx_buf[start..start + len]);
+            let at_ns = match self.arrival_ns(i, real_to_mono) {
+                // Within the last second: a stepped wall clock gives garbage.
+                Some(t) if t <= mono && mono - t < 1_000_000_000 => t,
+                _ => {
+                    self.stats.rx_unstamped += 1;
+                    mono
+                }
+            };
+            let at = self.engine_time(at_ns);
+            f(at, SocketAddr::V4(from), &self.rx_buf[start..start + len]);
         }
         self.stats.rx_packets += n as u64;
         n
     }
 
     /// Send everything the engine has (and what an earlier flush could not send).
+    /// Each batch is built at a fresh clock reading (at least `now`): its
+    /// packets' send times are then those of their `sendmmsg`.
     pub fn flush(&mut self, engine: &mut Engine<FfiBuf>, now: Instant) {
         loop {
+            let now = self.engine_time(clock::now_ns().max(now.as_nanos()));
             let mut exhausted = false;
             while self.tx_len < self.batch {
                 let slot = &mut self.tx_buf[self.tx_len];

@@ -37,6 +37,12 @@ pub struct Config {
     pub unreachable_timeout: Duration,
     /// Longest time the receiver holds back an acknowledgement to batch it.
     pub ack_delay: Duration,
+    /// Most of the receiver-reported ack hold time (its delayed ack plus the
+    /// time our packets waited in the receiving host, e.g. while its process
+    /// was not scheduled) the congestion window covers on top of the network
+    /// RTT. Such packets wait in the receiver's socket buffer, not the
+    /// network; the bound keeps a slow receiver's buffer from overflowing.
+    pub max_host_delay: Duration,
     /// Acknowledge at once after this many unacknowledged data packets.
     pub ack_every: u32,
     /// Lower bound of the retransmission timer.
@@ -69,6 +75,7 @@ impl Config {
             max_datagram: 1472,
             unreachable_timeout: Duration::from_secs(30),
             ack_delay: Duration::from_micros(50),
+            max_host_delay: Duration::from_millis(4),
             ack_every: 16,
             min_rto: Duration::from_millis(2),
             max_rto: Duration::from_secs(1),

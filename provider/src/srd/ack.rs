@@ -65,6 +65,7 @@ impl Peer {
                 acked_bytes,
                 min_rtt_ns: self.paths.min_rtt(),
                 median_srtt_ns: self.paths.median_srtt(),
+                peer_delay_ns: u64::from(ack.delay_us) * 1000,
                 ..AckSample::default()
             };
             if let Some((d0, t0)) = rate {

@@ -72,6 +72,7 @@ impl Srd {
             paths: cfg.paths.clamp(1, 64),
             max_payload,
             ack_delay_ns: cfg.ack_delay.as_nanos() as u64,
+            max_host_delay_ns: cfg.max_host_delay.as_nanos() as u64,
             ack_every: cfg.ack_every.max(1),
             min_rto_ns: (cfg.min_rto.as_nanos() as u64).max(1),
             max_rto_ns: (cfg.max_rto.as_nanos() as u64)

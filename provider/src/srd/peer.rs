@@ -35,6 +35,8 @@ pub struct Params {
     pub max_payload: usize,
     /// Delayed-ack time, ns.
     pub ack_delay_ns: u64,
+    /// Most receiver hold time the congestion window covers, ns.
+    pub max_host_delay_ns: u64,
     /// Ack after this many data packets.
     pub ack_every: u32,
     /// RTO bounds, ns.
@@ -132,6 +134,7 @@ impl Peer {
                 u64::from(p.initial_window) * mss,
                 min_window,
                 p.ack_delay_ns,
+                p.max_host_delay_ns,
             ),
             timers: TimerTable::default(),
             srtt_ns: 0,

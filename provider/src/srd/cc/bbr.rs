@@ -3,6 +3,16 @@
 //! measured rate. Multipath-aware: only the MEDIAN path RTT rising over the
 //! min RTT (the whole connection queueing, e.g. incast) lowers the gains;
 //! one slow path is handled by the path picker, not here.
+//!
+//! Host-aware: the window also covers the time the RECEIVING HOST holds our
+//! packets before acking them (reported in every ack; with kernel arrival
+//! stamps it includes time in the socket buffer while the receiving process
+//! is not running). On a loaded machine that is milliseconds, and a window of
+//! one network BDP then leaves the pipe idle for most of each scheduling gap.
+//! Packets waiting there sit in the receiver's socket buffer, not in a
+//! network queue. The term is capped (`max_host_delay_ns`) so that a slow
+//! receiver cannot grow it without bound. (The simulator's hosts hold
+//! packets only for the delayed ack, so there this changes nothing.)
 
 use super::{AckSample, Controller};
 use crate::time::Instant;
@@ -23,12 +33,24 @@ pub struct Bbr {
     min_window: u64,
     /// Receiver's ack hold time, ns (part of the effective RTT).
     ack_delay_ns: u64,
+    /// Recent peak of the receiver-reported hold time, ns (decays).
+    host_delay_ns: u64,
+    /// When `host_delay_ns` was last raised or refreshed.
+    host_stamp: Instant,
+    /// Most of `host_delay_ns` the window covers, ns.
+    max_host_delay_ns: u64,
 }
 
 impl Bbr {
     /// A controller with an `initial_window` (bytes) and a `min_window`
-    /// (bytes); `ack_delay_ns` is the receiver's delayed-ack time.
-    pub fn new(initial_window: u64, min_window: u64, ack_delay_ns: u64) -> Self {
+    /// (bytes); `ack_delay_ns` is the receiver's delayed-ack time; the window
+    /// covers reported receiver hold times up to `max_host_delay_ns`.
+    pub fn new(
+        initial_window: u64,
+        min_window: u64,
+        ack_delay_ns: u64,
+        max_host_delay_ns: u64,
+    ) -> Self {
         Bbr {
             bw: 0,
             bw_stamp: Instant::ZERO,
@@ -37,7 +59,15 @@ impl Bbr {
             initial_window,
             min_window,
             ack_delay_ns,
+            host_delay_ns: 0,
+            host_stamp: Instant::ZERO,
+            max_host_delay_ns,
         }
+    }
+
+    /// The receiver hold time the window covers, ns.
+    pub fn host_delay(&self) -> u64 {
+        self.host_delay_ns.min(self.max_host_delay_ns)
     }
 
     /// Is the connection as a whole queueing (most paths' RTT well above min)?
@@ -65,6 +95,16 @@ impl Controller for Bbr {
         }
         if s.median_srtt_ns > 0 {
             self.median_srtt_ns = s.median_srtt_ns;
+        }
+        // Peak hold time, kept as long as a bandwidth maximum: the gaps of
+        // a descheduled receiver come every few ms, not every ack.
+        let stale = now.saturating_since(self.host_stamp).as_nanos() as u64 > self.bw_window_ns();
+        if s.peer_delay_ns >= self.host_delay_ns {
+            self.host_delay_ns = s.peer_delay_ns;
+            self.host_stamp = now;
+        } else if stale {
+            self.host_delay_ns = (self.host_delay_ns * 3 / 4).max(s.peer_delay_ns);
+            self.host_stamp = now;
         }
         if s.interval_ns > 0 && s.delivered_bytes > 0 {
             // At least 1 µs: a burst acked "at once" is no rate measurement.
@@ -97,10 +137,12 @@ impl Controller for Bbr {
             return self.initial_window;
         }
         let gain = if self.congested() { 1 } else { 2 };
-        // Min RTT plus the receiver's ack hold; but at least half the median
+        // Min RTT plus the receiver's hold (configured ack delay, or what the
+        // receiving host reports, see the module doc); but at least half the median
         // path RTT, so spraying jitter (RTTs spread far above the min) does
         // not starve the pipe. Half, so that our own queue cannot feed back.
-        let rtt = (self.min_rtt_ns + self.ack_delay_ns).max(self.median_srtt_ns / 2);
+        let hold = self.ack_delay_ns.max(self.host_delay());
+        let rtt = (self.min_rtt_ns + hold).max(self.median_srtt_ns / 2);
         let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX))
             as u64;
         bdp.saturating_mul(gain).max(self.min_window)

@@ -17,6 +17,11 @@ pub struct AckSample {
     pub min_rtt_ns: u64,
     /// Median smoothed RTT over the usable paths, ns (0 = unknown).
     pub median_srtt_ns: u64,
+    /// How long the receiver held the newest packet this ack reports before
+    /// acknowledging it, ns: its delayed-ack time plus, where its driver
+    /// stamps arrivals in the kernel, the time the packet waited in the
+    /// receiving host (socket buffer, process not running, backlog).
+    pub peer_delay_ns: u64,
 }
 
 /// A per-peer congestion controller.
