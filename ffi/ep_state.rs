@@ -124,6 +124,17 @@ impl EpState {
         }
     }
 
+    /// Write this endpoint's counters to the `FI_SPRAY_STATS` sink, if on.
+    pub fn dump_stats(&self, event: &str) {
+        if let Some(r) = &self.run {
+            if crate::stats::enabled() {
+                let peers = r.engine.peer_stats();
+                let ep = self.local.to_string();
+                crate::stats::write(&ep, event, &r.io.stats, r.engine.srd_stats(), &peers);
+            }
+        }
+    }
+
     /// True once enabled.
     pub fn enabled(&self) -> bool {
         self.run.is_some()

@@ -10,6 +10,9 @@ use crate::time::Instant;
 /// RTT assumed for a path before its first sample.
 pub const INITIAL_RTT: Duration = Duration::from_millis(1);
 
+/// Shortest span of one per-path delivery-rate sample, ns.
+const RATE_SAMPLE_NS: u64 = 1_000_000;
+
 /// Health of one path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Health {
@@ -51,10 +54,26 @@ pub struct Path {
     pub suspect_seq: u64,
     /// Picker: visits to skip before this slow path gets a packet again.
     pub skip: u32,
-    /// Packets sent on this path.
+    /// Packets sent on this path (first transmissions and retransmissions).
     pub sent: u64,
+    /// Payload bytes sent on this path.
+    pub sent_bytes: u64,
+    /// Retransmissions sent on this path.
+    pub retransmits: u64,
     /// Packets declared lost on this path.
     pub lost: u64,
+    /// Packets sent once and acknowledged on this path.
+    pub acked: u64,
+    /// Payload bytes of `acked`.
+    pub acked_bytes: u64,
+    /// Delivery rate measured on this path, bytes/s (0 = no sample yet).
+    pub rate_bps: u64,
+    /// Start of the current delivery-rate sample.
+    rate_start: Instant,
+    /// `acked_bytes` at `rate_start`.
+    rate_start_bytes: u64,
+    /// When the latest acknowledgement on this path arrived.
+    last_acked_at: Instant,
 }
 
 impl Path {
@@ -75,7 +94,15 @@ impl Path {
             suspect_seq: 0,
             skip: 0,
             sent: 0,
+            sent_bytes: 0,
+            retransmits: 0,
             lost: 0,
+            acked: 0,
+            acked_bytes: 0,
+            rate_bps: 0,
+            rate_start: Instant::ZERO,
+            rate_start_bytes: 0,
+            last_acked_at: Instant::ZERO,
         }
     }
 
@@ -100,6 +127,44 @@ impl Path {
             self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
             self.srtt_ns = (7 * self.srtt_ns + s) / 8;
         }
+    }
+
+    /// A packet of `bytes` payload bytes went out on this path.
+    pub fn on_sent(&mut self, bytes: u64, retransmit: bool) {
+        self.sent += 1;
+        self.sent_bytes += bytes;
+        if retransmit {
+            self.retransmits += 1;
+        }
+    }
+
+    /// A packet of `bytes` sent once on this path was acknowledged at `now`:
+    /// feeds the delivery rate. A sample spans at least `RATE_SAMPLE_NS` and
+    /// two RTTs of the path, so ack batching does not make it jumpy; after an
+    /// idle gap the sample restarts (an idle path is not a slow one).
+    pub fn on_delivered(&mut self, now: Instant, bytes: u64) {
+        self.acked += 1;
+        self.acked_bytes += bytes;
+        let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
+        let idle = now.saturating_since(self.last_acked_at).as_nanos() as u64;
+        self.last_acked_at = now;
+        if self.rate_start == Instant::ZERO || idle > 2 * span {
+            self.rate_start = now;
+            self.rate_start_bytes = self.acked_bytes - bytes;
+            return;
+        }
+        let el = now.saturating_since(self.rate_start).as_nanos() as u64;
+        if el < span {
+            return;
+        }
+        let sample = (self.acked_bytes - self.rate_start_bytes).saturating_mul(1_000_000_000) / el;
+        self.rate_bps = if self.rate_bps == 0 {
+            sample
+        } else {
+            (self.rate_bps + sample) / 2
+        };
+        self.rate_start = now;
+        self.rate_start_bytes = self.acked_bytes;
     }
 
     /// A packet sent on this path was acknowledged.
@@ -146,6 +211,11 @@ pub struct PathSet {
     /// The paths, indexed by entropy value.
     pub paths: Vec<Path>,
     cursor: usize,
+    /// Retransmission-timer expiries towards this peer (kept here, with the
+    /// per-path counters, for the per-peer statistics).
+    pub rtos: u64,
+    /// Tail-loss probes towards this peer.
+    pub tail_probes: u64,
 }
 
 impl PathSet {
@@ -155,6 +225,8 @@ impl PathSet {
         PathSet {
             paths: (0..n).map(|_| Path::new()).collect(),
             cursor: 0,
+            rtos: 0,
+            tail_probes: 0,
         }
     }
 

@@ -227,7 +227,6 @@ impl Peer {
         let p = &mut self.paths.paths[usize::from(path)];
         let pseq = p.next_seq;
         p.next_seq += 1;
-        p.sent += 1;
         p.outstanding.push_back((psn, pseq));
         let slot = self.tx.slot_mut(psn);
         slot.state = SlotState::InFlight;
@@ -242,6 +241,7 @@ impl Peer {
         slot.delivered = delivered;
         slot.delivered_at = delivered_at;
         let len = slot.len;
+        self.paths.paths[usize::from(path)].on_sent(len as u64, slot.sends > 1);
         h.payload_len = len as u16;
         // `buf` holds at least max_datagram bytes and len <= max_payload.
         let total = HEADER_LEN + len;
