@@ -13,6 +13,12 @@ pub const INITIAL_RTT: Duration = Duration::from_millis(1);
 /// Shortest span of one per-path delivery-rate sample, ns.
 const RATE_SAMPLE_NS: u64 = 1_000_000;
 
+/// Queueing delay a path may build beyond its min RTT before its in-flight
+/// cap bites, ns (at least twice its min RTT): enough to keep a link busy
+/// across ack batching and scheduling noise, far below a switch buffer
+/// (64 KiB at 100 Mbit/s is 5 ms).
+const PATH_QUEUE_NS: u64 = 1_000_000;
+
 /// Health of one path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Health {
@@ -158,13 +164,53 @@ impl Path {
             return;
         }
         let sample = (self.acked_bytes - self.rate_start_bytes).saturating_mul(1_000_000_000) / el;
-        self.rate_bps = if self.rate_bps == 0 {
-            sample
-        } else {
-            (self.rate_bps + sample) / 2
-        };
+        // Up at once, down by half the gap per sample: a receiver stalled for
+        // a moment does not throttle the path, a path that really slowed
+        // down is followed within a few samples.
+        self.rate_bps = sample.max((self.rate_bps + sample) / 2);
         self.rate_start = now;
         self.rate_start_bytes = self.acked_bytes;
+    }
+
+    /// Packets in flight on this path: sent after the latest one acked here,
+    /// less those declared lost since (an estimate: no per-path bookkeeping
+    /// of each packet's fate).
+    pub fn inflight_pkts(&self) -> u64 {
+        (self.next_seq - self.acked_seq.min(self.next_seq))
+            .saturating_sub(u64::from(self.loss_streak))
+    }
+
+    /// Most packets this path may have in flight at `now`: what its measured
+    /// delivery rate drains in its min RTT plus `PATH_QUEUE_NS` (at least
+    /// one). `None` = no cap: no rate measured yet, or none recently (an idle
+    /// path is not a slow one). This is what makes a path's share follow its
+    /// delivery rate: a path takes a packet when it has drained one, so a
+    /// 10x slower link gets a tenth of the packets and only a short queue
+    /// (its last packets do not hold up the transfer's completion).
+    pub fn cap_pkts(&self, now: Instant) -> Option<u64> {
+        if self.rate_bps == 0 || self.acked == 0 || self.min_rtt_ns == u64::MAX {
+            return None;
+        }
+        let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
+        if now.saturating_since(self.last_acked_at).as_nanos() as u64 > 4 * span {
+            return None;
+        }
+        let pkt_bytes = (self.acked_bytes / self.acked).max(1);
+        let hold_ns = self.min_rtt_ns + PATH_QUEUE_NS.max(2 * self.min_rtt_ns);
+        let bytes = u128::from(self.rate_bps) * u128::from(hold_ns) / 1_000_000_000;
+        let pkts = bytes.div_ceil(u128::from(pkt_bytes));
+        Some((pkts as u64).max(1))
+    }
+
+    /// May another packet go on this path now (its in-flight cap)?
+    pub fn has_room(&self, now: Instant) -> bool {
+        self.cap_pkts(now).is_none_or(|c| self.inflight_pkts() < c)
+    }
+
+    /// Usable for new packets by its health (not bad; suspect ones carry one).
+    fn usable(&self) -> bool {
+        !(self.health == Health::Bad
+            || (self.health == Health::Suspect && self.next_seq > self.suspect_seq))
     }
 
     /// A packet sent on this path was acknowledged.
@@ -271,6 +317,22 @@ impl PathSet {
         }
     }
 
+    /// May new data go out at `now`? False only when every usable path is at
+    /// its in-flight cap (with no usable path at all, the picker's fallback
+    /// round robin takes over, so true).
+    pub fn has_room(&self, now: Instant) -> bool {
+        let mut any_usable = false;
+        for p in &self.paths {
+            if p.usable() {
+                any_usable = true;
+                if p.has_room(now) {
+                    return true;
+                }
+            }
+        }
+        !any_usable
+    }
+
     /// Pick the path for the next packet at `now`, avoiding `avoid` when
     /// another usable path exists. Returns (path, is_probe).
     pub fn pick(&mut self, now: Instant, avoid: Option<u8>) -> (u8, bool) {
@@ -292,9 +354,7 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if p.health == Health::Bad
-                || (p.health == Health::Suspect && p.next_seq > p.suspect_seq)
-            {
+            if !p.usable() || !p.has_room(now) {
                 continue;
             }
             if p.skip > 0 {
