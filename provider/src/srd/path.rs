@@ -13,11 +13,10 @@ pub const INITIAL_RTT: Duration = Duration::from_millis(1);
 /// Shortest span of one per-path delivery-rate sample, ns.
 const RATE_SAMPLE_NS: u64 = 1_000_000;
 
-/// Queueing delay a path may build beyond its min RTT before its in-flight
-/// cap bites, ns (at least twice its min RTT): enough to keep a link busy
-/// across ack batching and scheduling noise, far below a switch buffer
-/// (64 KiB at 100 Mbit/s is 5 ms).
-const PATH_QUEUE_NS: u64 = 1_000_000;
+/// A path may hold this percentage of its rate share of the window in
+/// flight: room to grow its share by half per round trip, while a path far
+/// slower than the others gets a small cap and so only a short queue.
+const CAP_HEADROOM_PCT: u128 = 150;
 
 /// Health of one path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -180,31 +179,25 @@ impl Path {
             .saturating_sub(u64::from(self.loss_streak))
     }
 
-    /// Most packets this path may have in flight at `now`: what its measured
-    /// delivery rate drains in its min RTT plus `PATH_QUEUE_NS` (at least
-    /// one). `None` = no cap: no rate measured yet, or none recently (an idle
-    /// path is not a slow one). This is what makes a path's share follow its
-    /// delivery rate: a path takes a packet when it has drained one, so a
-    /// 10x slower link gets a tenth of the packets and only a short queue
-    /// (its last packets do not hold up the transfer's completion).
-    pub fn cap_pkts(&self, now: Instant) -> Option<u64> {
-        if self.rate_bps == 0 || self.acked == 0 || self.min_rtt_ns == u64::MAX {
+    /// Its delivery rate if measured recently, bytes/s (`None`: no sample
+    /// yet, or none lately: an idle path is not a slow one).
+    fn recent_rate(&self, now: Instant) -> Option<u64> {
+        if self.rate_bps == 0 || self.acked == 0 {
             return None;
         }
         let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
-        if now.saturating_since(self.last_acked_at).as_nanos() as u64 > 4 * span {
-            return None;
-        }
-        let pkt_bytes = (self.acked_bytes / self.acked).max(1);
-        let hold_ns = self.min_rtt_ns + PATH_QUEUE_NS.max(2 * self.min_rtt_ns);
-        let bytes = u128::from(self.rate_bps) * u128::from(hold_ns) / 1_000_000_000;
-        let pkts = bytes.div_ceil(u128::from(pkt_bytes));
-        Some((pkts as u64).max(1))
+        (now.saturating_since(self.last_acked_at).as_nanos() as u64 <= 4 * span)
+            .then_some(self.rate_bps)
     }
 
-    /// May another packet go on this path now (its in-flight cap)?
-    pub fn has_room(&self, now: Instant) -> bool {
-        self.cap_pkts(now).is_none_or(|c| self.inflight_pkts() < c)
+    /// Most packets this path may have in flight: `CAP_HEADROOM` times its
+    /// share of the peer's window by delivery rate (`rate_bps` of
+    /// `total_rate_bps`), at least one packet.
+    fn cap_pkts(&self, rate_bps: u64, total_rate_bps: u64, window_bytes: u64) -> u64 {
+        let pkt_bytes = (self.acked_bytes / self.acked.max(1)).max(1);
+        let share = u128::from(window_bytes) * u128::from(rate_bps) * CAP_HEADROOM_PCT
+            / (100 * u128::from(total_rate_bps.max(1)));
+        (share.div_ceil(u128::from(pkt_bytes)) as u64).max(1)
     }
 
     /// Usable for new packets by its health (not bad; suspect ones carry one).
@@ -262,6 +255,9 @@ pub struct PathSet {
     pub rtos: u64,
     /// Tail-loss probes towards this peer.
     pub tail_probes: u64,
+    /// The peer's congestion window at the last `has_room`, bytes (0 = none
+    /// yet: no per-path caps).
+    window_bytes: u64,
 }
 
 impl PathSet {
@@ -273,6 +269,7 @@ impl PathSet {
             cursor: 0,
             rtos: 0,
             tail_probes: 0,
+            window_bytes: 0,
         }
     }
 
@@ -317,15 +314,42 @@ impl PathSet {
         }
     }
 
-    /// May new data go out at `now`? False only when every usable path is at
-    /// its in-flight cap (with no usable path at all, the picker's fallback
-    /// round robin takes over, so true).
-    pub fn has_room(&self, now: Instant) -> bool {
+    /// Sum of the recent delivery rates of the usable paths, bytes/s.
+    fn total_rate(&self, now: Instant) -> u64 {
+        self.paths
+            .iter()
+            .filter(|p| p.usable())
+            .filter_map(|p| p.recent_rate(now))
+            .sum()
+    }
+
+    /// May another packet go on `p` now? Its in-flight cap is its share of
+    /// the window by delivery rate (see `Path::cap_pkts`); no cap without a
+    /// recent rate. This makes a path's share of the packets follow its
+    /// delivery rate: a 10x slower link gets a tenth of the others' packets
+    /// and only a short queue, so its last packets do not hold up the
+    /// transfer's completion (its RTT alone reacts only once it queues).
+    fn path_has_room(p: &Path, now: Instant, total_rate: u64, window_bytes: u64) -> bool {
+        match p.recent_rate(now) {
+            Some(r) if total_rate > 0 && window_bytes > 0 => {
+                p.inflight_pkts() < p.cap_pkts(r, total_rate, window_bytes)
+            }
+            _ => true,
+        }
+    }
+
+    /// May new data go out at `now` with a congestion window of
+    /// `window_bytes`? False only when every usable path is at its in-flight
+    /// cap (with no usable path at all, the picker's fallback round robin
+    /// takes over, so true). Remembers the window for `pick`.
+    pub fn has_room(&mut self, now: Instant, window_bytes: u64) -> bool {
+        self.window_bytes = window_bytes;
+        let total = self.total_rate(now);
         let mut any_usable = false;
         for p in &self.paths {
             if p.usable() {
                 any_usable = true;
-                if p.has_room(now) {
+                if Self::path_has_room(p, now, total, window_bytes) {
                     return true;
                 }
             }
@@ -347,6 +371,8 @@ impl PathSet {
             }
         }
         let median = self.median_srtt();
+        let total = self.total_rate(now);
+        let window = self.window_bytes;
         for _ in 0..2 * n {
             let i = self.cursor % n;
             self.cursor = (i + 1) % n;
@@ -354,7 +380,7 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if !p.usable() || !p.has_room(now) {
+            if !p.usable() || !Self::path_has_room(p, now, total, window) {
                 continue;
             }
             if p.skip > 0 {

@@ -149,7 +149,7 @@ impl Peer {
             let credit_ok = self.credit_ok();
             let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
             // Every usable path at its in-flight cap: wait for an ack.
-            let path_ok = self.tx.pkts_in_flight == 0 || self.paths.has_room(now);
+            let path_ok = self.tx.pkts_in_flight == 0 || self.paths.has_room(now, window);
             if window_ok && credit_ok && span_ok && path_ok {
                 match self.paced_until(now, ctx.p.max_payload as u64) {
                     Some(t) => self.timers.set(Timer::Pacing, t),
