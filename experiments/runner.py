@@ -154,6 +154,8 @@ def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms
         # Every spray process dumps its counters at endpoint close (FI_SPRAY_STATS).
         env["FI_SPRAY_STATS"] = os.path.join(logdir, tag + ".stats-%p.jsonl")
         stats_glob = os.path.join(logdir, tag + ".stats-*.jsonl")
+        for old in glob.glob(stats_glob):  # a rerun into the same directory appends otherwise
+            os.unlink(old)
     c0 = cpu_times()
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     links0 = link_counters() if topo == "ecmp" else {}
