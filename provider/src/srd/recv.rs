@@ -11,7 +11,7 @@ use crate::time::Instant;
 use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED};
 
 /// A sender is active if it sent us new data this recently, ns.
-const ACTIVE_NS: u64 = 10_000_000;
+const ACTIVE_NS: u64 = 1_000_000;
 
 impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
