@@ -80,6 +80,8 @@ pub struct EpState {
     multi_bases: HashMap<u64, usize>,
     inject_pool: Vec<Vec<u8>>,
     min_multi_recv: Option<usize>,
+    /// The closing statistics line was written: no periodic one after it.
+    stats_closed: bool,
 }
 
 /// A negative FI_E* code.
@@ -108,6 +110,7 @@ impl EpState {
             multi_bases: HashMap::new(),
             inject_pool: Vec::new(),
             min_multi_recv: None,
+            stats_closed: false,
         }
     }
 
@@ -125,7 +128,11 @@ impl EpState {
     }
 
     /// Write this endpoint's counters to the `FI_SPRAY_STATS` sink, if on.
-    pub fn dump_stats(&self, event: &str) {
+    pub fn dump_stats(&mut self, event: &str) {
+        if self.stats_closed {
+            return;
+        }
+        self.stats_closed = event == "close";
         if let Some(r) = &self.run {
             if crate::stats::enabled() {
                 let peers = r.engine.peer_stats();

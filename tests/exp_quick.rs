@@ -174,7 +174,10 @@ fn experiments_quick_pipeline() {
                 })
             })
             .count();
-        assert!(with_counters > 0, "no RTO/TLP/retx cells for spray:\n{sec1}");
+        assert!(
+            with_counters > 0,
+            "no RTO/TLP/retx cells for spray:\n{sec1}"
+        );
     }
     for png in [
         "fct_cdf.png",
