@@ -21,6 +21,14 @@ def cpu_note(r):
     return "%.0f%%/%.0f%%%s" % (100 * t, 100 * c, " (sat)" if c > 0.9 else "")
 
 
+def rto_s(r):
+    """spray's counters of the trial (FI_SPRAY_STATS at close): RTOs / tail probes / retransmissions."""
+    s = r.get("spray")
+    if not s:
+        return "–"
+    return "%d/%d/%d" % (s["timeouts"], s["tail_probes"], s["retransmits"])
+
+
 def burst_row(r):
     f = stats.fcts(r)
     ideal = r["ideal_s"]
@@ -28,11 +36,11 @@ def burst_row(r):
     med = pct(f, 50)
     return [r["transport"], "%d/%d" % (stats.completed(r), r["flows"]), fmt(med), fmt(pct(f, 99)),
             fmt(mx), fmt(ideal), fmt(med / ideal if med else None), fmt(mx / ideal if mx else None),
-            fmt(stats.goodput_mbps(r)), cpu_note(r)]
+            fmt(stats.goodput_mbps(r)), rto_s(r), cpu_note(r)]
 
 
 BURST_HDR = ["transport", "done", "FCT p50 s", "FCT p99 s", "FCT max s", "ideal s", "p50/ideal",
-             "max/ideal", "goodput Mbit/s", "CPU"]
+             "max/ideal", "goodput Mbit/s", "RTO/TLP/retx", "CPU"]
 
 
 def table(hdr, rows):
@@ -75,7 +83,17 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
                      100 * max(ours, default=0)))
     for t, n in sorted(notes.items()):
         L.append("- **%s**: %s\n" % (t, n))
-    L.append("\n## 1. Burst incast\n\nAll flows start together; ideal = total bytes / bottleneck rate.\n")
+    L.append("\n## 1. Burst incast\n\nAll flows start together; ideal = total bytes / bottleneck rate. "
+             "RTO/TLP/retx: spray's retransmission-timer expiries, tail-loss probes and "
+             "retransmissions summed over all its endpoints in the trial (FI_SPRAY_STATS).\n")
+    big = [r for r in by("1") if r["transport"] == "spray" and r["flows"] >= 32 and r.get("spray")]
+    if big:
+        n_rto = sum(r["spray"]["timeouts"] for r in big)
+        with_rto = ["%dx%s: %d" % (r["flows"], size_s(r["bytes"]), r["spray"]["timeouts"])
+                    for r in big if r["spray"]["timeouts"]]
+        L.append("\nspray at 32–64 flows: %s\n" % (
+            "**no retransmission timeouts** in %d trials" % len(big) if n_rto == 0 else
+            "**%d retransmission timeouts** (%s)" % (n_rto, ", ".join(with_rto))))
     groups = {}
     for r in by("1"):
         groups.setdefault((r["flows"], r["bytes"]), []).append(r)
@@ -114,12 +132,12 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
             f = stats.fcts(r)
             rows.append([r["cond"], r["transport"], r.get("rep", "–"), "%d/%d" % (stats.completed(r), r["flows"]),
                          fmt(pct(f, 50)), fmt(max(f) if f and None not in f else None),
-                         fmt(stats.goodput_mbps(r)), links_s(r), cpu_note(r)])
+                         fmt(stats.goodput_mbps(r)), links_s(r), rto_s(r), cpu_note(r)])
         if rs:
             L.append("\n**%s**\n\n" % ("one flow x %s" % size_s(rs[0]["bytes"]) if work == "one"
                                         else "%d flows x %s" % (rs[0]["flows"], size_s(rs[0]["bytes"]))))
             L.append(table(["link state", "transport", "rep", "done", "FCT p50 s", "FCT max s",
-                            "goodput Mbit/s", "packets per link", "CPU"], rows))
+                            "goodput Mbit/s", "packets per link", "RTO/TLP/retx", "CPU"], rows))
 
     how = sorted({r.get("loss_how", "").split(" via ")[-1] for r in by("5")} - {""})
     L.append("\n## 5. Loss sweep\n\nRandom loss on R2 -> B (data direction; via %s; nft spares the "
@@ -128,8 +146,9 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
     for r in by("5"):
         f = stats.fcts(r)
         rows.append([fmt(r["loss"]), r["transport"], "%d/%d" % (stats.completed(r), r["flows"]),
-                     fmt(stats.goodput_mbps(r)), fmt(pct(f, 50)), fmt(pct(f, 99)), cpu_note(r)])
-    L.append(table(["loss %", "transport", "done", "goodput Mbit/s", "FCT p50 s", "FCT p99 s", "CPU"], rows))
+                     fmt(stats.goodput_mbps(r)), fmt(pct(f, 50)), fmt(pct(f, 99)), rto_s(r), cpu_note(r)])
+    L.append(table(["loss %", "transport", "done", "goodput Mbit/s", "FCT p50 s", "FCT p99 s", "RTO/TLP/retx",
+                    "CPU"], rows))
 
     L.append("\n## 6. Spraying check\n\nOne flow A -> B; packets per R1 link (R1 -> R2 direction). "
              "A flow's paths are its source ports; where they are random ephemeral ports, P ports "

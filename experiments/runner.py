@@ -1,6 +1,7 @@
 """runner.py: runs one traffic trial in the sprx- testbed (receiver + sender processes) and
 collects its JSON lines, CPU load and ECMP link counters."""
 
+import glob
 import json
 import math
 import os
@@ -148,6 +149,13 @@ def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms
     hosts = min(hosts, len(t["senders"]))
     wait_idle()
     env = tr.env()
+    stats_glob = None
+    if tr.name == "spray" and logdir and "FI_SPRAY_STATS" not in env:
+        # Every spray process dumps its counters at endpoint close (FI_SPRAY_STATS).
+        env["FI_SPRAY_STATS"] = os.path.join(logdir, tag + ".stats-%p.jsonl")
+        stats_glob = os.path.join(logdir, tag + ".stats-*.jsonl")
+        for old in glob.glob(stats_glob):  # a rerun into the same directory appends otherwise
+            os.unlink(old)
     c0 = cpu_times()
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     links0 = link_counters() if topo == "ecmp" else {}
@@ -198,7 +206,9 @@ def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms
             f.write(out or "")
     summ = next((x for x in lines if x.get("kind") == "summary"), None)
     dt = c1[1] - c0[1]
+    spray = spray_counters(glob.glob(stats_glob)) if stats_glob else None
     return {
+        "spray": spray,
         "tag": tag, "topo": topo, "transport": tr.name, "mode": mode, "flows": flows,
         "hosts": hosts, "bytes": bytes_, "msg": msg, "duration_ms": duration_ms,
         "flow_lines": [x for x in lines if x.get("kind") == "flow"],
@@ -211,3 +221,39 @@ def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms
         "links": {k: links1.get(k, 0) - links0.get(k, 0) for k in links1},
         "ok": summ is not None,
     }
+
+
+def spray_counters(files):
+    """Sums the FI_SPRAY_STATS close lines of one trial's processes: RTOs, tail probes,
+    retransmissions, losses, DATA packets; the per-path view of the busiest sending peer."""
+    tot = {"endpoints": 0, "timeouts": 0, "tail_probes": 0, "retransmits": 0, "lost": 0,
+           "tx_data": 0, "rx_duplicates": 0, "peers_with_rto": 0, "max_rtos_per_peer": 0}
+    busiest = None
+    for fn in files:
+        try:
+            with open(fn) as f:
+                rows = [json.loads(ln) for ln in f if ln.strip()]
+        except (OSError, ValueError):
+            continue
+        for r in rows:
+            if r.get("event") != "close":
+                continue
+            s = r["srd"]
+            tot["endpoints"] += 1
+            for k in ("timeouts", "tail_probes", "retransmits", "lost", "tx_data", "rx_duplicates"):
+                tot[k] += s.get(k, 0)
+            for p in r.get("peers", []):
+                if p.get("rtos", 0):
+                    tot["peers_with_rto"] += 1
+                tot["max_rtos_per_peer"] = max(tot["max_rtos_per_peer"], p.get("rtos", 0))
+                sent = sum(x["sent_packets"] for x in p.get("paths", []))
+                if busiest is None or sent > busiest[0]:
+                    busiest = (sent, p)
+    if busiest:
+        p = busiest[1]
+        tot["paths"] = [{k: x[k] for k in ("path", "sent_packets", "retransmits", "lost", "srtt_ns",
+                                           "min_rtt_ns", "rate_bps", "health")}
+                        for x in p.get("paths", [])]
+        tot["peer"] = {k: p.get(k) for k in ("srtt_ns", "min_rtt_ns", "cwnd_bytes", "pacing_rate_bps",
+                                              "bandwidth_bps", "rtos", "tail_probes", "retransmits")}
+    return tot if tot["endpoints"] else None

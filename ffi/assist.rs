@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 
 use crate::ep::EpCore;
 use crate::io::clock;
-use crate::{log, params};
+use crate::{log, params, stats};
 
 struct Assist {
     eps: Mutex<Vec<Weak<EpCore>>>,
@@ -79,6 +79,13 @@ fn run() {
         let now = clock::now_ns();
         let mut limit = TICK_NS;
         fds.clear();
+        if stats::periodic_due(now) {
+            // A short blocking lock: a busy application must not starve its
+            // endpoint's statistics.
+            for ep in &eps {
+                ep.state.lock().dump_stats("periodic");
+            }
+        }
         for ep in &eps {
             if now.saturating_sub(ep.last_app_ns()) < ep.assist_idle_ns {
                 continue;

@@ -259,6 +259,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         {
             let mut st = e.core.state.lock();
             st.linger();
+            st.dump_stats("close");
             crate::log::info(&format!("closing {}", st.summary()));
         }
         // SAFETY: the domain outlives its endpoints (its refs count this one).

@@ -90,6 +90,8 @@ pub struct EpState {
     multi_bases: HashMap<u64, usize>,
     pub(crate) inject_pool: Vec<Vec<u8>>,
     min_multi_recv: Option<usize>,
+    /// The closing statistics line was written: no periodic one after it.
+    stats_closed: bool,
 }
 
 /// A negative FI_E* code.
@@ -122,6 +124,7 @@ impl EpState {
             multi_bases: HashMap::new(),
             inject_pool: Vec::new(),
             min_multi_recv: None,
+            stats_closed: false,
         }
     }
 
@@ -135,6 +138,21 @@ impl EpState {
                 r.engine.srd_stats()
             ),
             None => format!("endpoint {}: never enabled", self.local),
+        }
+    }
+
+    /// Write this endpoint's counters to the `FI_SPRAY_STATS` sink, if on.
+    pub fn dump_stats(&mut self, event: &str) {
+        if self.stats_closed {
+            return;
+        }
+        self.stats_closed = event == "close";
+        if let Some(r) = &self.run {
+            if crate::stats::enabled() {
+                let peers = r.engine.peer_stats();
+                let ep = self.local.to_string();
+                crate::stats::write(&ep, event, &r.io.stats, r.engine.srd_stats(), &peers);
+            }
         }
     }
 

@@ -37,6 +37,7 @@ pub mod obj;
 pub mod params;
 pub mod prov;
 pub mod refs;
+pub mod stats;
 pub mod sys;
 pub mod wait;
 

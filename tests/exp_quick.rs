@@ -3,8 +3,9 @@
 //! Runs when `CI=true` or `SPRAY_EXP=1` (it takes a few minutes and owns the `sprx-` namespaces);
 //! prerequisites missing → a failure under `CI=true`, else "skipped: <why>". Asserts that the
 //! pipeline finished and that report.md and its plots exist with numbers for every transport —
-//! never timings, which depend on the machine. `SPRAY_EXP_TRANSPORTS` (default
-//! `spray,tcp,kernel-tcp`) narrows the transports, e.g. to validate the pipeline without spray.
+//! never timings, which depend on the machine — and that spray trials carry their FI_SPRAY_STATS
+//! counters. `SPRAY_EXP_TRANSPORTS` (default `spray,tcp,kernel-tcp`) narrows the transports,
+//! e.g. to validate the pipeline without spray.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -150,6 +151,33 @@ fn experiments_quick_pipeline() {
                 "section {n} has no numbers for {t}:\n{sec}"
             );
         }
+    }
+    if transports.iter().any(|t| t == "spray") {
+        // Every completed spray trial carries its FI_SPRAY_STATS counters, and the
+        // incast table shows them (RTO/TLP/retx cells like `0/3/12`).
+        let results = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+        assert!(
+            results.contains("\"tx_data\"") && results.contains("\"timeouts\""),
+            "no spray counters in results.json"
+        );
+        let sec1 = sections
+            .iter()
+            .find(|s| s.starts_with("1. "))
+            .expect("section 1");
+        let with_counters = sec1
+            .lines()
+            .filter(|l| l.contains("| spray |"))
+            .filter(|l| {
+                l.split('|').any(|c| {
+                    let v: Vec<&str> = c.trim().split('/').collect();
+                    v.len() == 3 && v.iter().all(|x| x.parse::<u64>().is_ok())
+                })
+            })
+            .count();
+        assert!(
+            with_counters > 0,
+            "no RTO/TLP/retx cells for spray:\n{sec1}"
+        );
     }
     for png in [
         "fct_cdf.png",

@@ -153,6 +153,11 @@ impl<B: UserBuf> Engine<B> {
     pub fn srd_stats(&self) -> &SrdStats {
         self.srd.stats()
     }
+
+    /// Per-peer and per-path counters and state (on-demand statistics).
+    pub fn peer_stats(&self) -> Vec<crate::srd::PeerStats> {
+        self.srd.peer_stats()
+    }
 }
 
 impl<B: UserBuf> crate::sim::Node for Engine<B> {

@@ -124,6 +124,7 @@ impl Peer {
         // went on a slow path), so per-path order learns nothing from it.
         if sends == 1 {
             p.on_acked(pseq, sent);
+            p.on_delivered(now, len);
         }
         if sends > 1 && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
             // Acked sooner than the resent copy could have travelled: the
@@ -265,6 +266,7 @@ impl Peer {
             psn = psn.wrapping_sub(1);
             if self.tx.slot(psn).state == SlotState::InFlight {
                 ctx.stats.tail_probes += 1;
+                self.paths.tail_probes += 1;
                 self.tlp_psn = Some(psn);
                 self.mark_lost(ctx, now, psn, false);
                 break;
@@ -279,6 +281,7 @@ impl Peer {
     /// flight would re-flood a congested receiver), and the timer backs off.
     pub fn on_rto(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
         ctx.stats.timeouts += 1;
+        self.paths.rtos += 1;
         let mut psn = self.tx.una;
         while psn != self.tx.next_send {
             if self.tx.slot(psn).state == SlotState::InFlight {

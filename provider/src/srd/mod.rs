@@ -28,7 +28,7 @@ use timer::Timer;
 use tx::SlotState;
 
 pub use path::Health;
-pub use stats::SrdStats;
+pub use stats::{PathStats, PeerStats, SrdStats};
 
 /// One UDP datagram to send: `len` bytes written at the start of the caller's buffer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -10,6 +10,14 @@ use crate::time::Instant;
 /// RTT assumed for a path before its first sample.
 pub const INITIAL_RTT: Duration = Duration::from_millis(1);
 
+/// Shortest span of one per-path delivery-rate sample, ns.
+const RATE_SAMPLE_NS: u64 = 1_000_000;
+
+/// A path may hold this percentage of its rate share of the window in
+/// flight: room to grow its share by half per round trip, while a path far
+/// slower than the others gets a small cap and so only a short queue.
+const CAP_HEADROOM_PCT: u128 = 150;
+
 /// Health of one path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Health {
@@ -51,10 +59,26 @@ pub struct Path {
     pub suspect_seq: u64,
     /// Picker: visits to skip before this slow path gets a packet again.
     pub skip: u32,
-    /// Packets sent on this path.
+    /// Packets sent on this path (first transmissions and retransmissions).
     pub sent: u64,
+    /// Payload bytes sent on this path.
+    pub sent_bytes: u64,
+    /// Retransmissions sent on this path.
+    pub retransmits: u64,
     /// Packets declared lost on this path.
     pub lost: u64,
+    /// Packets sent once and acknowledged on this path.
+    pub acked: u64,
+    /// Payload bytes of `acked`.
+    pub acked_bytes: u64,
+    /// Delivery rate measured on this path, bytes/s (0 = no sample yet).
+    pub rate_bps: u64,
+    /// Start of the current delivery-rate sample.
+    rate_start: Instant,
+    /// `acked_bytes` at `rate_start`.
+    rate_start_bytes: u64,
+    /// When the latest acknowledgement on this path arrived.
+    last_acked_at: Instant,
 }
 
 impl Path {
@@ -75,7 +99,15 @@ impl Path {
             suspect_seq: 0,
             skip: 0,
             sent: 0,
+            sent_bytes: 0,
+            retransmits: 0,
             lost: 0,
+            acked: 0,
+            acked_bytes: 0,
+            rate_bps: 0,
+            rate_start: Instant::ZERO,
+            rate_start_bytes: 0,
+            last_acked_at: Instant::ZERO,
         }
     }
 
@@ -100,6 +132,78 @@ impl Path {
             self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
             self.srtt_ns = (7 * self.srtt_ns + s) / 8;
         }
+    }
+
+    /// A packet of `bytes` payload bytes went out on this path.
+    pub fn on_sent(&mut self, bytes: u64, retransmit: bool) {
+        self.sent += 1;
+        self.sent_bytes += bytes;
+        if retransmit {
+            self.retransmits += 1;
+        }
+    }
+
+    /// A packet of `bytes` sent once on this path was acknowledged at `now`:
+    /// feeds the delivery rate. A sample spans at least `RATE_SAMPLE_NS` and
+    /// two RTTs of the path, so ack batching does not make it jumpy; after an
+    /// idle gap the sample restarts (an idle path is not a slow one).
+    pub fn on_delivered(&mut self, now: Instant, bytes: u64) {
+        self.acked += 1;
+        self.acked_bytes += bytes;
+        let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
+        let idle = now.saturating_since(self.last_acked_at).as_nanos() as u64;
+        self.last_acked_at = now;
+        if self.rate_start == Instant::ZERO || idle > 2 * span {
+            self.rate_start = now;
+            self.rate_start_bytes = self.acked_bytes - bytes;
+            return;
+        }
+        let el = now.saturating_since(self.rate_start).as_nanos() as u64;
+        if el < span {
+            return;
+        }
+        let sample = (self.acked_bytes - self.rate_start_bytes).saturating_mul(1_000_000_000) / el;
+        // Up at once, down by half the gap per sample: a receiver stalled for
+        // a moment does not throttle the path, a path that really slowed
+        // down is followed within a few samples.
+        self.rate_bps = sample.max((self.rate_bps + sample) / 2);
+        self.rate_start = now;
+        self.rate_start_bytes = self.acked_bytes;
+    }
+
+    /// Packets in flight on this path: sent after the latest one acked here,
+    /// less those declared lost since (an estimate: no per-path bookkeeping
+    /// of each packet's fate).
+    pub fn inflight_pkts(&self) -> u64 {
+        (self.next_seq - self.acked_seq.min(self.next_seq))
+            .saturating_sub(u64::from(self.loss_streak))
+    }
+
+    /// Its delivery rate if measured recently, bytes/s (`None`: no sample
+    /// yet, or none lately: an idle path is not a slow one).
+    fn recent_rate(&self, now: Instant) -> Option<u64> {
+        if self.rate_bps == 0 || self.acked == 0 {
+            return None;
+        }
+        let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
+        (now.saturating_since(self.last_acked_at).as_nanos() as u64 <= 4 * span)
+            .then_some(self.rate_bps)
+    }
+
+    /// Most packets this path may have in flight: `CAP_HEADROOM` times its
+    /// share of the peer's window by delivery rate (`rate_bps` of
+    /// `total_rate_bps`), at least one packet.
+    fn cap_pkts(&self, rate_bps: u64, total_rate_bps: u64, window_bytes: u64) -> u64 {
+        let pkt_bytes = (self.acked_bytes / self.acked.max(1)).max(1);
+        let share = u128::from(window_bytes) * u128::from(rate_bps) * CAP_HEADROOM_PCT
+            / (100 * u128::from(total_rate_bps.max(1)));
+        (share.div_ceil(u128::from(pkt_bytes)) as u64).max(1)
+    }
+
+    /// Usable for new packets by its health (not bad; suspect ones carry one).
+    fn usable(&self) -> bool {
+        !(self.health == Health::Bad
+            || (self.health == Health::Suspect && self.next_seq > self.suspect_seq))
     }
 
     /// A packet sent on this path was acknowledged.
@@ -146,6 +250,14 @@ pub struct PathSet {
     /// The paths, indexed by entropy value.
     pub paths: Vec<Path>,
     cursor: usize,
+    /// Retransmission-timer expiries towards this peer (kept here, with the
+    /// per-path counters, for the per-peer statistics).
+    pub rtos: u64,
+    /// Tail-loss probes towards this peer.
+    pub tail_probes: u64,
+    /// The peer's congestion window at the last `has_room`, bytes (0 = none
+    /// yet: no per-path caps).
+    window_bytes: u64,
 }
 
 impl PathSet {
@@ -155,6 +267,9 @@ impl PathSet {
         PathSet {
             paths: (0..n).map(|_| Path::new()).collect(),
             cursor: 0,
+            rtos: 0,
+            tail_probes: 0,
+            window_bytes: 0,
         }
     }
 
@@ -199,6 +314,49 @@ impl PathSet {
         }
     }
 
+    /// Sum of the recent delivery rates of the usable paths, bytes/s.
+    fn total_rate(&self, now: Instant) -> u64 {
+        self.paths
+            .iter()
+            .filter(|p| p.usable())
+            .filter_map(|p| p.recent_rate(now))
+            .sum()
+    }
+
+    /// May another packet go on `p` now? Its in-flight cap is its share of
+    /// the window by delivery rate (see `Path::cap_pkts`); no cap without a
+    /// recent rate. This makes a path's share of the packets follow its
+    /// delivery rate: a 10x slower link gets a tenth of the others' packets
+    /// and only a short queue, so its last packets do not hold up the
+    /// transfer's completion (its RTT alone reacts only once it queues).
+    fn path_has_room(p: &Path, now: Instant, total_rate: u64, window_bytes: u64) -> bool {
+        match p.recent_rate(now) {
+            Some(r) if total_rate > 0 && window_bytes > 0 => {
+                p.inflight_pkts() < p.cap_pkts(r, total_rate, window_bytes)
+            }
+            _ => true,
+        }
+    }
+
+    /// May new data go out at `now` with a congestion window of
+    /// `window_bytes`? False only when every usable path is at its in-flight
+    /// cap (with no usable path at all, the picker's fallback round robin
+    /// takes over, so true). Remembers the window for `pick`.
+    pub fn has_room(&mut self, now: Instant, window_bytes: u64) -> bool {
+        self.window_bytes = window_bytes;
+        let total = self.total_rate(now);
+        let mut any_usable = false;
+        for p in &self.paths {
+            if p.usable() {
+                any_usable = true;
+                if Self::path_has_room(p, now, total, window_bytes) {
+                    return true;
+                }
+            }
+        }
+        !any_usable
+    }
+
     /// Pick the path for the next packet at `now`, avoiding `avoid` when
     /// another usable path exists. Returns (path, is_probe).
     pub fn pick(&mut self, now: Instant, avoid: Option<u8>) -> (u8, bool) {
@@ -213,6 +371,8 @@ impl PathSet {
             }
         }
         let median = self.median_srtt();
+        let total = self.total_rate(now);
+        let window = self.window_bytes;
         for _ in 0..2 * n {
             let i = self.cursor % n;
             self.cursor = (i + 1) % n;
@@ -220,9 +380,7 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if p.health == Health::Bad
-                || (p.health == Health::Suspect && p.next_seq > p.suspect_seq)
-            {
+            if !p.usable() || !Self::path_has_room(p, now, total, window) {
                 continue;
             }
             if p.skip > 0 {

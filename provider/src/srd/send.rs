@@ -148,7 +148,9 @@ impl Peer {
             let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
             let credit_ok = self.credit_ok();
             let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
-            if window_ok && credit_ok && span_ok {
+            // Every usable path at its in-flight cap: wait for an ack.
+            let path_ok = self.tx.pkts_in_flight == 0 || self.paths.has_room(now, window);
+            if window_ok && credit_ok && span_ok && path_ok {
                 match self.paced_until(now, ctx.p.max_payload as u64) {
                     Some(t) => self.timers.set(Timer::Pacing, t),
                     None => {
@@ -227,7 +229,6 @@ impl Peer {
         let p = &mut self.paths.paths[usize::from(path)];
         let pseq = p.next_seq;
         p.next_seq += 1;
-        p.sent += 1;
         p.outstanding.push_back((psn, pseq));
         let slot = self.tx.slot_mut(psn);
         slot.state = SlotState::InFlight;
@@ -242,6 +243,7 @@ impl Peer {
         slot.delivered = delivered;
         slot.delivered_at = delivered_at;
         let len = slot.len;
+        self.paths.paths[usize::from(path)].on_sent(len as u64, slot.sends > 1);
         h.payload_len = len as u16;
         // `buf` holds at least max_datagram bytes and len <= max_payload.
         let total = HEADER_LEN + len;

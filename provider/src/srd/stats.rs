@@ -64,3 +64,115 @@ pub struct SrdStats {
     /// Packets declared lost per path index.
     pub path_lost: Vec<u64>,
 }
+
+/// One path (entropy value) towards one peer, as `Srd::peer_stats` reports it.
+#[derive(Clone, Debug)]
+pub struct PathStats {
+    /// Path index (entropy value).
+    pub path: u8,
+    /// Health now.
+    pub health: super::Health,
+    /// DATA packets sent (first transmissions and retransmissions).
+    pub sent_packets: u64,
+    /// Payload bytes sent.
+    pub sent_bytes: u64,
+    /// Retransmissions sent on this path.
+    pub retransmits: u64,
+    /// Packets declared lost on this path.
+    pub lost: u64,
+    /// Packets sent once and acknowledged on this path.
+    pub acked_packets: u64,
+    /// Payload bytes of `acked_packets`.
+    pub acked_bytes: u64,
+    /// Smoothed RTT, ns (0 = no sample).
+    pub srtt_ns: u64,
+    /// Smallest RTT sample, ns (0 = none).
+    pub min_rtt_ns: u64,
+    /// Measured delivery rate, bytes/s (0 = no sample).
+    pub rate_bps: u64,
+}
+
+/// Counters and state of one peer, as `Srd::peer_stats` reports it.
+#[derive(Clone, Debug)]
+pub struct PeerStats {
+    /// The peer.
+    pub peer: crate::dgram::PeerId,
+    /// Its main address.
+    pub addr: core::net::SocketAddr,
+    /// Smoothed RTT over all paths, ns (0 = none).
+    pub srtt_ns: u64,
+    /// Smallest RTT of any path, ns (0 = none).
+    pub min_rtt_ns: u64,
+    /// Current retransmission timeout, ns.
+    pub rto_ns: u64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// Pacing rate, bytes/s (0 = unpaced).
+    pub pacing_rate_bps: u64,
+    /// Bottleneck bandwidth estimate, bytes/s (0 = none).
+    pub bandwidth_bps: u64,
+    /// Bytes in flight now.
+    pub bytes_in_flight: u64,
+    /// Retransmissions sent (sum over paths).
+    pub retransmits: u64,
+    /// Packets declared lost (sum over paths).
+    pub lost: u64,
+    /// Retransmission-timer expiries.
+    pub rtos: u64,
+    /// Tail-loss probes.
+    pub tail_probes: u64,
+    /// Every path, by index.
+    pub paths: Vec<PathStats>,
+}
+
+impl super::Srd {
+    /// Counters and state of every peer (for on-demand statistics dumps;
+    /// allocates, so not for the data path).
+    pub fn peer_stats(&self) -> Vec<PeerStats> {
+        use super::cc::Controller;
+        self.peers
+            .iter()
+            .map(|p| {
+                let paths: Vec<PathStats> = p
+                    .paths
+                    .paths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| PathStats {
+                        path: i as u8,
+                        health: x.health,
+                        sent_packets: x.sent,
+                        sent_bytes: x.sent_bytes,
+                        retransmits: x.retransmits,
+                        lost: x.lost,
+                        acked_packets: x.acked,
+                        acked_bytes: x.acked_bytes,
+                        srtt_ns: x.srtt_ns,
+                        min_rtt_ns: if x.min_rtt_ns == u64::MAX {
+                            0
+                        } else {
+                            x.min_rtt_ns
+                        },
+                        rate_bps: x.rate_bps,
+                    })
+                    .collect();
+                PeerStats {
+                    peer: p.id,
+                    addr: p.addr,
+                    srtt_ns: p.srtt_ns,
+                    min_rtt_ns: p.paths.min_rtt(),
+                    rto_ns: p.rto_ns(&self.p),
+                    cwnd_bytes: p.cc.window(),
+                    pacing_rate_bps: p.cc.pacing_rate().unwrap_or(0),
+                    bandwidth_bps: p.cc.bandwidth(),
+                    bytes_in_flight: p.tx.bytes_in_flight,
+                    retransmits: paths.iter().map(|x| x.retransmits).sum(),
+                    lost: paths.iter().map(|x| x.lost).sum(),
+                    rtos: p.paths.rtos,
+                    tail_probes: p.paths.tail_probes,
+                    paths,
+                }
+            })
+            .collect()
+    }
+}
