@@ -616,6 +616,7 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.ack_delay = us("ack_delay_us", Duration::from_micros(20));
     cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
     cfg.min_rto = us("min_rto_us", d.min_rto);
+    cfg.max_host_delay = us("max_host_delay_us", d.max_host_delay);
     cfg.max_rto = ms("max_rto_ms", d.max_rto);
     cfg.initial_window =
         params::int_or("initial_window", i64::from(d.initial_window), 1, 1 << 20) as u32;

@@ -30,6 +30,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("ack_delay_us", Kind::Int, "Longest delay of an acknowledgement to batch it, us (default 20: a reply carries the ACK; 0 = one ACK per receive batch, sent before the receive completes)"),
     ("ack_every", Kind::Int, "Acknowledge at once after this many data packets (default 16)"),
     ("min_rto_us", Kind::Int, "Lower bound of the retransmission timer, us (default 2000)"),
+    ("max_host_delay_us", Kind::Int, "Most time a receiving host may hold packets (process not scheduled) that the congestion window covers on top of the network RTT, us (default 4000)"),
     ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000)"),
     ("initial_window", Kind::Int, "Initial congestion window, packets (default 64)"),
     ("max_unexpected_bytes", Kind::Size, "Most unexpected (unmatched) message bytes held per endpoint (default 64 MiB)"),

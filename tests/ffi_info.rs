@@ -132,6 +132,9 @@ fn params_listed() {
         "FI_SPRAY_MTU",
         "FI_SPRAY_UNREACHABLE_TIMEOUT_MS",
         "FI_SPRAY_ACK_DELAY_US",
+        "FI_SPRAY_MAX_HOST_DELAY_US",
+        "FI_SPRAY_STATS",
+        "FI_SPRAY_STATS_MS",
     ] {
         assert!(t.contains(p), "{p} missing from fi_info -e");
     }
