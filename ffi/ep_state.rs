@@ -620,6 +620,12 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.max_rto = ms("max_rto_ms", d.max_rto);
     cfg.initial_window =
         params::int_or("initial_window", i64::from(d.initial_window), 1, 1 << 20) as u32;
+    cfg.rx_credit_packets = params::int_or(
+        "rx_credit_packets",
+        i64::from(d.rx_credit_packets),
+        2,
+        1 << 15,
+    ) as u32;
     cfg.max_unexpected_bytes =
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);

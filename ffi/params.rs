@@ -33,6 +33,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("max_host_delay_us", Kind::Int, "Most time a receiving host may hold packets (process not scheduled) that the congestion window covers on top of the network RTT, us (default 4000)"),
     ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000)"),
     ("initial_window", Kind::Int, "Initial congestion window, packets (default 64)"),
+    ("rx_credit_packets", Kind::Int, "Receiver credit budget shared by the senders of an incast, packets beyond their cumulative acks (default 64); size it to the switch buffer in front of the receiver"),
     ("max_unexpected_bytes", Kind::Size, "Most unexpected (unmatched) message bytes held per endpoint (default 64 MiB)"),
     ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 65536)"),
     ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),

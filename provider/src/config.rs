@@ -51,6 +51,11 @@ pub struct Config {
     pub max_rto: Duration,
     /// Initial congestion window, in packets.
     pub initial_window: u32,
+    /// The receiver's credit budget, packets: with several active senders, each
+    /// may have this many packets divided by their number in flight beyond its
+    /// cumulative ack (at least 1). Size it to the buffer in front of this
+    /// receiver (the bottleneck of an incast), not to the path's BDP.
+    pub rx_credit_packets: u32,
     /// Packets a sender may have in flight to a peer before the peer's first
     /// acknowledgement (and with it a receiver credit) arrives: the only
     /// traffic no receiver controls, so it bounds the first round trip of an
@@ -80,6 +85,7 @@ impl Config {
             min_rto: Duration::from_millis(2),
             max_rto: Duration::from_secs(1),
             initial_window: 64,
+            rx_credit_packets: 64,
             unscheduled_packets: 1,
             max_unexpected_bytes: 64 << 20,
             eager_limit: 64 << 10,

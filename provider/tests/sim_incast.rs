@@ -25,6 +25,7 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
         .map(|i| {
             let mut c = config(i, paths, 100 + i as u32);
             c.initial_window = initial_window;
+            c.rx_credit_packets = initial_window;
             SrdNode::new(&c)
         })
         .collect();

@@ -80,6 +80,7 @@ impl Srd {
                 .max(1),
             unreachable_ns: cfg.unreachable_timeout.as_nanos() as u64,
             initial_window: cfg.initial_window.max(2),
+            credit_budget: cfg.rx_credit_packets.max(2),
             unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
         };

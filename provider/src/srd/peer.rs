@@ -45,9 +45,10 @@ pub struct Params {
     pub max_rto_ns: u64,
     /// Unreachable timeout, ns.
     pub unreachable_ns: u64,
-    /// Initial window, packets; also the receiver's credit budget shared
-    /// among its active senders.
+    /// Initial window, packets.
     pub initial_window: u32,
+    /// The receiver's credit budget shared among its active senders, packets.
+    pub credit_budget: u32,
     /// Packets in flight before the first credit arrives.
     pub unscheduled: u32,
     /// Seed for per-peer random choices.

@@ -15,7 +15,7 @@ const ACTIVE_NS: u64 = 1_000_000;
 
 impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
-    /// one active sender; with several, `initial_window` packets beyond their
+    /// one active sender; with several, `credit_budget` packets beyond their
     /// cumulative acks shared among them (at least one each). A sender is
     /// active if it sent us new data in the last `ACTIVE_NS`.
     pub(crate) fn update_credit(&mut self, now: Instant) {
@@ -40,7 +40,7 @@ impl Srd {
         self.credit = if active <= 1 {
             CREDIT_UNLIMITED
         } else {
-            (self.p.initial_window / active).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
+            (self.p.credit_budget / active).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
         };
     }
 

@@ -174,7 +174,7 @@ impl Peer {
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Ack, path);
-            let ack = self.take_ack(now, true, ctx.credit, ctx.p.initial_window);
+            let ack = self.take_ack(now, true, ctx.credit, ctx.p.credit_budget);
             let ext = buf
                 .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
                 .map_or(0, |b| self.rx.write_ext(b));
@@ -219,7 +219,7 @@ impl Peer {
         h.flags = fl;
         h.psn = psn;
         h.psn_floor = self.tx.una;
-        h.ack = self.take_ack(now, false, ctx.credit, ctx.p.initial_window);
+        h.ack = self.take_ack(now, false, ctx.credit, ctx.p.credit_budget);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
             // Rate samples start from now after an idle period.
