@@ -133,6 +133,7 @@ fn params_listed() {
         "FI_SPRAY_UNREACHABLE_TIMEOUT_MS",
         "FI_SPRAY_ACK_DELAY_US",
         "FI_SPRAY_MAX_HOST_DELAY_US",
+        "FI_SPRAY_RX_CREDIT_PACKETS",
         "FI_SPRAY_STATS",
         "FI_SPRAY_STATS_MS",
     ] {
