@@ -198,6 +198,34 @@ struct Call {
     report: bool,
 }
 
+impl Call {
+    /// A call of the plain (non-msg) API: the endpoint's default transmit op
+    /// flags, a CQ entry per the usual rules.
+    #[allow(clippy::too_many_arguments)]
+    fn default_flags(
+        st: &mut EpState,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        remote_count: usize,
+        dt: sys::fi_datatype,
+        op: sys::fi_op,
+        context: *mut c_void,
+    ) -> Call {
+        Call {
+            dest,
+            key,
+            addr,
+            remote_count,
+            dt,
+            op,
+            context: context as u64,
+            flags: *st.op_flags(false),
+            report: true,
+        }
+    }
+}
+
 /// Check and post one atomic. `operands` is `None` when the application passed
 /// no operand buffer (allowed for `FI_ATOMIC_READ`), then `count` elements of zeros
 /// stand in.
@@ -308,18 +336,7 @@ unsafe extern "C" fn write(
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
-        let flags = *st.op_flags(false);
-        let c = Call {
-            dest,
-            key,
-            addr,
-            remote_count: count,
-            dt,
-            op,
-            context: context as u64,
-            flags,
-            report: true,
-        };
+        let c = Call::default_flags(st, dest, addr, key, count, dt, op, context);
         // SAFETY: buf valid for count elements until completion.
         let b = unsafe { one(buf, count, dt) };
         post(st, c, AtomicCall::Plain, b, count, None, None)
@@ -339,20 +356,9 @@ unsafe extern "C" fn writev(
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
-        let flags = *st.op_flags(false);
         // SAFETY: iov holds count entries valid until completion.
         let (n, b) = unsafe { (ioc_count(iov, count), ioc_buf(iov, count, size_of(dt))) };
-        let c = Call {
-            dest,
-            key,
-            addr,
-            remote_count: n,
-            dt,
-            op,
-            context: context as u64,
-            flags,
-            report: true,
-        };
+        let c = Call::default_flags(st, dest, addr, key, n, dt, op, context);
         post(st, c, AtomicCall::Plain, b, n, None, None)
     })
 }
@@ -465,18 +471,7 @@ unsafe extern "C" fn readwrite(
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
-        let flags = *st.op_flags(false);
-        let c = Call {
-            dest,
-            key,
-            addr,
-            remote_count: count,
-            dt,
-            op,
-            context: context as u64,
-            flags,
-            report: true,
-        };
+        let c = Call::default_flags(st, dest, addr, key, count, dt, op, context);
         // SAFETY: buf (unless NULL) and result valid for count elements until completion.
         let (b, r) = unsafe { (one(buf, count, dt), one(result, count, dt)) };
         post(st, c, AtomicCall::Fetch, b, count, None, r)
@@ -499,7 +494,6 @@ unsafe extern "C" fn readwritev(
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
-        let flags = *st.op_flags(false);
         let size = size_of(dt);
         // SAFETY: the arrays hold their counts of entries valid until completion.
         let (n, b, r) = unsafe {
@@ -510,17 +504,7 @@ unsafe extern "C" fn readwritev(
             )
         };
         let b = b.filter(|b| !b.base().is_null() || b.is_empty());
-        let c = Call {
-            dest,
-            key,
-            addr,
-            remote_count: n,
-            dt,
-            op,
-            context: context as u64,
-            flags,
-            report: true,
-        };
+        let c = Call::default_flags(st, dest, addr, key, n, dt, op, context);
         post(st, c, AtomicCall::Fetch, b, n, None, r)
     })
 }
@@ -564,18 +548,7 @@ unsafe extern "C" fn compwrite(
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
-        let flags = *st.op_flags(false);
-        let c = Call {
-            dest,
-            key,
-            addr,
-            remote_count: count,
-            dt,
-            op,
-            context: context as u64,
-            flags,
-            report: true,
-        };
+        let c = Call::default_flags(st, dest, addr, key, count, dt, op, context);
         // SAFETY: the three buffers are valid for count elements until completion.
         let (b, k, r) = unsafe {
             (
@@ -607,7 +580,6 @@ unsafe extern "C" fn compwritev(
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
-        let flags = *st.op_flags(false);
         let size = size_of(dt);
         // SAFETY: the arrays hold their counts of entries valid until completion.
         let (n, b, k, r) = unsafe {
@@ -618,17 +590,7 @@ unsafe extern "C" fn compwritev(
                 ioc_buf(resultv, result_count, size),
             )
         };
-        let c = Call {
-            dest,
-            key,
-            addr,
-            remote_count: n,
-            dt,
-            op,
-            context: context as u64,
-            flags,
-            report: true,
-        };
+        let c = Call::default_flags(st, dest, addr, key, n, dt, op, context);
         post(st, c, AtomicCall::Compare, b, n, k, r)
     })
 }

@@ -800,6 +800,68 @@ fn atomics_fetch_compare_and_valid() {
             f64::from_ne_bytes(region[128..136].try_into().unwrap()),
             3.75
         );
+        // The vector forms of fetch and compare: fetch-add 10 to u64 at 160, then
+        // swap it for 99 where it equals 30 (it does: 20 + 10).
+        region[160..168].copy_from_slice(&20u64.to_ne_bytes());
+        let (add, mut old) = ([10u64], [0u64]);
+        let ioc = sys::fi_ioc {
+            addr: add.as_ptr() as *mut c_void,
+            count: 1,
+        };
+        let mut resv = sys::fi_ioc {
+            addr: old.as_mut_ptr().cast(),
+            count: 1,
+        };
+        atomic_done(
+            &p,
+            at.readwritev.unwrap()(
+                a.ep,
+                &ioc,
+                null_mut(),
+                1,
+                &mut resv,
+                null_mut(),
+                1,
+                p.peer[0],
+                160,
+                mr.key(),
+                u64t,
+                sys::fi_op_FI_SUM,
+                null_mut(),
+            ),
+        );
+        assert_eq!((old[0], u64_at(&region, 160)), (20, 30));
+        let (swap, cmp30) = ([99u64], [30u64]);
+        let ioc = sys::fi_ioc {
+            addr: swap.as_ptr() as *mut c_void,
+            count: 1,
+        };
+        let cioc = sys::fi_ioc {
+            addr: cmp30.as_ptr() as *mut c_void,
+            count: 1,
+        };
+        atomic_done(
+            &p,
+            at.compwritev.unwrap()(
+                a.ep,
+                &ioc,
+                null_mut(),
+                1,
+                &cioc,
+                null_mut(),
+                1,
+                &mut resv,
+                null_mut(),
+                1,
+                p.peer[0],
+                160,
+                mr.key(),
+                u64t,
+                sys::fi_op_FI_CSWAP,
+                null_mut(),
+            ),
+        );
+        assert_eq!((old[0], u64_at(&region, 160)), (30, 99));
         // Bad key on an atomic: an error completion, memory untouched.
         let before = region.clone();
         let rc = at.write.unwrap()(
