@@ -69,6 +69,19 @@ impl FfiBuf {
         }
     }
 
+    /// Visit bytes `offset..offset+n` as raw (address, length) pieces, in order:
+    /// what `sendmmsg` reads straight from the application. Valid as long as the
+    /// buffer is (until its operation completes).
+    pub fn raw_range(&self, offset: usize, n: usize, mut f: impl FnMut(*const u8, usize)) {
+        if let FfiBuf::Owned(v) = self {
+            if let Some(b) = v.get(offset..offset + n) {
+                f(b.as_ptr(), n);
+            }
+            return;
+        }
+        self.for_range(offset, n, |p, take, _| f(p, take));
+    }
+
     /// Visit the segments overlapping `offset..offset+n` as (segment ptr, bytes, position in the range).
     fn for_range(&self, mut offset: usize, n: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
         let FfiBuf::Iov { segs, count, .. } = self else {

@@ -15,6 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use spray::{Engine, Instant};
 
 use crate::addr;
+use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
 
@@ -41,13 +42,24 @@ pub struct IoStats {
     pub rx_unstamped: u64,
 }
 
+/// Most iovecs of one outgoing datagram: its headers (in a driver slot) and a
+/// body in up to `IOV_LIMIT` application segments.
+const TX_IOVS: usize = 1 + IOV_LIMIT;
+
 #[derive(Copy, Clone)]
 struct TxMeta {
     dst: libc::sockaddr_in,
     path: usize,
+    /// Bytes in the driver slot (headers, or the whole datagram).
     len: usize,
+    /// The rest of the datagram in application memory: (address, bytes) pieces.
+    body: [(*const u8, usize); IOV_LIMIT],
+    /// Pieces used in `body`.
+    body_n: usize,
     sent: bool,
 }
+
+const NO_BODY: [(*const u8, usize); IOV_LIMIT] = [(std::ptr::null(), 0); IOV_LIMIT];
 
 /// One endpoint's sockets and batch buffers.
 pub struct Io {
@@ -78,8 +90,10 @@ pub struct Io {
 }
 
 // SAFETY: the raw pointers inside the header arrays point only into this struct's
-// own heap buffers (which never reallocate after `new`); the Io moves between
-// threads only as a whole, under the endpoint lock.
+// own heap buffers (which never reallocate after `new`), and the body pointers of
+// queued packets into application send buffers that stay valid until their
+// operation completes (and `flush` copies them out before returning if a packet
+// must wait); the Io moves between threads only as a whole, under the endpoint lock.
 unsafe impl Send for Io {}
 
 fn zero_hdr() -> libc::mmsghdr {
@@ -119,6 +133,8 @@ impl Io {
                     dst: zero_sa,
                     path: 0,
                     len: 0,
+                    body: NO_BODY,
+                    body_n: 0,
                     sent: true
                 };
                 batch
@@ -130,7 +146,7 @@ impl Io {
                     iov_base: std::ptr::null_mut(),
                     iov_len: 0
                 };
-                batch
+                batch * TX_IOVS
             ],
             tx_hdr: (0..batch).map(|_| zero_hdr()).collect(),
             tx_pick: Vec::with_capacity(batch),
@@ -269,7 +285,17 @@ impl Io {
             let mut exhausted = false;
             while self.tx_len < self.batch {
                 let slot = &mut self.tx_buf[self.tx_len];
-                let Some(t) = engine.poll_transmit(now, slot) else {
+                let mut body = NO_BODY;
+                let mut body_n = 0;
+                let mut record = |b: &FfiBuf, off: usize, len: usize| {
+                    b.raw_range(off, len, |p, n| {
+                        if body_n < IOV_LIMIT {
+                            body[body_n] = (p, n);
+                            body_n += 1;
+                        }
+                    });
+                };
+                let Some(t) = engine.poll_transmit_with(now, slot, &mut record) else {
                     exhausted = true;
                     break;
                 };
@@ -278,6 +304,8 @@ impl Io {
                     dst: addr::to_c(dst),
                     path: usize::from(t.path).min(self.socks.len() - 1),
                     len: t.len.min(self.slot_bytes),
+                    body,
+                    body_n,
                     sent: false,
                 };
                 self.tx_len += 1;
@@ -286,9 +314,35 @@ impl Io {
                 return;
             }
             let blocked = self.send_queued();
+            if blocked {
+                // Application buffers may be released once the engine handles
+                // input again: packets that wait keep their own copy.
+                self.own_bodies();
+            }
             if blocked || exhausted {
                 return;
             }
+        }
+    }
+
+    /// Copy the application-memory bodies of the packets still queued into their
+    /// slots, so they no longer depend on buffers the application may reclaim.
+    fn own_bodies(&mut self) {
+        for i in 0..self.tx_len {
+            let m = &mut self.tx_meta[i];
+            for k in 0..m.body_n {
+                let (p, n) = m.body[k];
+                let slot = &mut self.tx_buf[i];
+                let Some(dst) = slot.get_mut(m.len..m.len + n) else {
+                    break;
+                };
+                // SAFETY: (p, n) was recorded in this flush from a live application
+                // buffer (raw_range), and the engine has handled no input since, so
+                // the operation owning it has not completed; dst has n bytes.
+                unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), n) };
+                m.len += n;
+            }
+            m.body_n = 0;
         }
     }
 
@@ -309,16 +363,24 @@ impl Io {
                 }
             }
             for (j, &i) in self.tx_pick.iter().enumerate() {
-                self.tx_addr[j] = self.tx_meta[i].dst;
-                self.tx_iov[j] = libc::iovec {
+                let m = self.tx_meta[i];
+                self.tx_addr[j] = m.dst;
+                let iov = &mut self.tx_iov[j * TX_IOVS..(j + 1) * TX_IOVS];
+                iov[0] = libc::iovec {
                     iov_base: self.tx_buf[i].as_mut_ptr().cast(),
-                    iov_len: self.tx_meta[i].len,
+                    iov_len: m.len,
                 };
+                for (v, &(p, n)) in iov[1..].iter_mut().zip(&m.body[..m.body_n]) {
+                    *v = libc::iovec {
+                        iov_base: p as *mut libc::c_void,
+                        iov_len: n,
+                    };
+                }
                 let h = &mut self.tx_hdr[j];
                 h.msg_hdr.msg_name = (&mut self.tx_addr[j] as *mut libc::sockaddr_in).cast();
                 h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-                h.msg_hdr.msg_iov = &mut self.tx_iov[j];
-                h.msg_hdr.msg_iovlen = 1;
+                h.msg_hdr.msg_iov = iov.as_mut_ptr();
+                h.msg_hdr.msg_iovlen = (1 + m.body_n) as _;
                 h.msg_len = 0;
             }
             let fd = self.socks[path].as_raw_fd();

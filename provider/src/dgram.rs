@@ -59,4 +59,38 @@ pub trait Datagrams {
         len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), SendError>;
+
+    /// Can this service send datagrams with a deferred body (`send_with_body`)?
+    fn supports_body(&self) -> bool {
+        false
+    }
+
+    /// Queue one datagram of `head_len + body_len` bytes: `fill` writes the first
+    /// `head_len` now; the last `body_len` bytes are asked of the layer above at
+    /// every transmission, by (`token`, `body_key`) (see `Engine::poll_transmit`).
+    /// The caller keeps that body readable until the datagram is acked or failed:
+    /// this is how large messages leave straight from the application's buffer.
+    fn send_with_body(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        head_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        body_key: u64,
+        body_len: usize,
+    ) -> Result<(), SendError> {
+        let _ = (peer, token, head_len, fill, body_key, body_len);
+        Err(SendError::TooLarge)
+    }
+}
+
+/// A datagram's body the layer above must supply (see `Datagrams::send_with_body`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    /// The datagram's token.
+    pub token: u64,
+    /// The key it was queued with.
+    pub key: u64,
+    /// Body length, bytes.
+    pub len: usize,
 }

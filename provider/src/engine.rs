@@ -117,8 +117,47 @@ impl<B: UserBuf> Engine<B> {
         self.msg.pump(&mut self.srd);
     }
 
-    /// The next packet to send, written into `buf` (at least `max_datagram` bytes).
+    /// The next packet to send, written whole into `buf` (at least `max_datagram` bytes).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let mut t = self.poll_parts(now, buf)?;
+        if let Some(body) = t.body.take() {
+            let out = buf.get_mut(t.len..t.len + body.len)?;
+            match self.msg.body(body.token, body.key, body.len) {
+                Some((b, off)) => b.read_at(off, out),
+                None => out.fill(0),
+            }
+            t.len += body.len;
+        }
+        Some(t)
+    }
+
+    /// The next packet to send, without copying a large payload: the headers are
+    /// written into `buf`, and if the datagram continues in an application buffer,
+    /// `body(buf, offset, len)` is called with it (the bytes at `offset..offset+len`
+    /// of `buf` follow the returned `len` bytes on the wire; `Transmit::body` says
+    /// how many). That buffer stays valid until the engine next handles input.
+    /// A body whose message is gone is written into `buf` as zeros.
+    pub fn poll_transmit_with(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        body: &mut dyn FnMut(&B, usize, usize),
+    ) -> Option<Transmit> {
+        let mut t = self.poll_parts(now, buf)?;
+        if let Some(b) = t.body {
+            match self.msg.body(b.token, b.key, b.len) {
+                Some((ub, off)) => body(ub, off, b.len),
+                None => {
+                    buf.get_mut(t.len..t.len + b.len)?.fill(0);
+                    t.len += b.len;
+                    t.body = None;
+                }
+            }
+        }
+        Some(t)
+    }
+
+    fn poll_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(t) = self.srd.poll_transmit(now, buf) {
             return Some(t);
         }

@@ -196,6 +196,12 @@ impl<B: UserBuf> MsgLayer<B> {
         self.on_payload(peer, payload);
     }
 
+    /// Where the deferred body of a datagram lies: the send buffer and the byte offset
+    /// in it, `None` if its message is gone (`Datagrams::send_with_body`).
+    pub fn body(&self, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
+        self.body_of(token, key, len)
+    }
+
     /// An acknowledgement or failure report from the SRD layer.
     pub fn handle_event(&mut self, ev: DgramEvent) {
         match ev {

@@ -19,6 +19,10 @@ pub(crate) const TOKEN_ZERO_GRANT: u64 = 1 << 40;
 /// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
 pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
 
+/// Rendezvous segments at least this long are sent with a deferred body
+/// (`Datagrams::send_with_body`) instead of being copied when queued, bytes.
+const DEFER_MIN_BYTES: usize = 2048;
+
 /// How a message travels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Proto {
@@ -47,6 +51,9 @@ pub(crate) struct OutMsg<B> {
     pub handed_all: bool,
     /// Datagrams handed down and not yet acked.
     pub outstanding: u32,
+    /// Some datagram of it was handed down with a deferred body (read from
+    /// `op.buf` at each transmission): it completes only once all are acked.
+    pub deferred: bool,
 }
 
 /// Result of one attempt to hand a datagram to the SRD layer.
@@ -89,6 +96,7 @@ impl<B: UserBuf> MsgLayer<B> {
             sent_any: false,
             handed_all: false,
             outstanding: 0,
+            deferred: false,
         });
         self.peer_mut(peer).queue.push_back(id);
         self.wake(peer);
@@ -216,13 +224,31 @@ impl<B: UserBuf> MsgLayer<B> {
             data: m.op.data,
         };
         let buf = &m.op.buf;
-        let r = dg.send(p, token, HEADER_LEN + n, &mut |b: &mut [u8]| {
-            if repr.emit_into(b) {
-                if let Some(dst) = b.get_mut(HEADER_LEN..HEADER_LEN + n) {
-                    buf.read_at(off, dst);
+        // Rendezvous data leaves straight from the application's buffer (it stays
+        // valid until the send completes, which then waits for every ack); small
+        // segments are cheaper to copy once than to describe.
+        let defer = ty == MsgType::RData && n >= DEFER_MIN_BYTES && dg.supports_body();
+        let r = if defer {
+            m.deferred = true;
+            dg.send_with_body(
+                p,
+                token,
+                HEADER_LEN,
+                &mut |b: &mut [u8]| {
+                    repr.emit_into(b);
+                },
+                off as u64,
+                n,
+            )
+        } else {
+            dg.send(p, token, HEADER_LEN + n, &mut |b: &mut [u8]| {
+                if repr.emit_into(b) {
+                    if let Some(dst) = b.get_mut(HEADER_LEN..HEADER_LEN + n) {
+                        buf.read_at(off, dst);
+                    }
                 }
-            }
-        });
+            })
+        };
         match r {
             Ok(()) => {}
             Err(SendError::WouldBlock) => return Step::Blocked,
@@ -311,7 +337,7 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(m) = self.outs.get(id) else {
             return;
         };
-        if m.handed_all && (!m.op.delivery_complete || m.outstanding == 0) {
+        if m.handed_all && ((!m.op.delivery_complete && !m.deferred) || m.outstanding == 0) {
             self.finish_send(id, None);
         }
     }
@@ -336,6 +362,19 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         let len = m.total_bytes;
         self.complete_send(m.op, len, error);
+    }
+
+    /// The application buffer and byte offset of the deferred body `key` (an offset)
+    /// of datagram `token`, `None` if the message is gone.
+    pub(crate) fn body_of(&self, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
+        let id = (token & 0x7FFF_FFFF) as usize;
+        let seq = (token >> 31) as u32;
+        let m = self
+            .outs
+            .get(id)
+            .filter(|m| token & TOKEN_CTRL == 0 && m.seq == seq && m.proto == Proto::Rndv)?;
+        let off = usize::try_from(key).ok()?;
+        (off.checked_add(len)? <= m.op.buf.len()).then_some((&m.op.buf, off))
     }
 
     /// An `Acked` report for a message datagram.

@@ -37,8 +37,12 @@ pub struct Transmit {
     pub dst: SocketAddr,
     /// Path = entropy index = which of the endpoint's sockets sends it (0..paths).
     pub path: u8,
-    /// Bytes written.
+    /// Bytes written into the buffer (the whole datagram unless `body` is set).
     pub len: usize,
+    /// The rest of the datagram, to append after those `len` bytes: only from
+    /// `Srd::poll_transmit` for datagrams queued with `send_with_body`
+    /// (`Engine::poll_transmit` always resolves it).
+    pub body: Option<crate::dgram::Body>,
 }
 
 /// One endpoint's SRD state: all its peers.
@@ -305,6 +309,39 @@ impl Datagrams for Srd {
         len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), SendError> {
+        self.queue(peer, token, len, fill, 0, 0)
+    }
+
+    fn supports_body(&self) -> bool {
+        true
+    }
+
+    fn send_with_body(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        head_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        body_key: u64,
+        body_len: usize,
+    ) -> Result<(), SendError> {
+        self.queue(peer, token, head_len, fill, body_key, body_len)
+    }
+}
+
+impl Srd {
+    /// Queue a datagram: `head_len` bytes from `fill` now, `body_len` more supplied
+    /// at each transmission (see `Datagrams::send_with_body`).
+    fn queue(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        head_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        body_key: u64,
+        body_len: usize,
+    ) -> Result<(), SendError> {
+        let len = head_len.saturating_add(body_len);
         if len > self.p.max_payload {
             return Err(SendError::TooLarge);
         }
@@ -316,7 +353,7 @@ impl Datagrams for Srd {
             return Err(SendError::WouldBlock);
         }
         let mut buf = self.pool.take();
-        fill(&mut buf[..len]);
+        fill(&mut buf[..head_len]);
         let peer = &mut self.peers[i];
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
@@ -330,6 +367,8 @@ impl Datagrams for Srd {
         slot.token = token;
         slot.buf = buf;
         slot.len = len;
+        slot.body_len = body_len;
+        slot.body_key = body_key;
         slot.sends = 0;
         peer.tx.next_psn = psn.wrapping_add(1);
         Ok(())

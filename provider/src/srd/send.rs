@@ -203,6 +203,7 @@ impl Peer {
             dst: self.addr,
             path: h.path,
             len,
+            body: None,
         })
     }
 
@@ -217,6 +218,12 @@ impl Peer {
     ) -> Transmit {
         let mut h = self.header(ctx, PacketType::Data, path);
         h.flags = fl;
+        if self.tx.slot(psn).body_len > 0 && self.tx.next_send == self.tx.next_psn {
+            // The last queued piece of a message sent from the application's
+            // buffer: that send completes on this ack, so it must not wait for
+            // the receiver's delayed-ack timer.
+            h.flags |= flags::ACK_NOW;
+        }
         h.psn = psn;
         h.psn_floor = self.tx.una;
         h.ack = self.take_ack(now, false, ctx.credit, ctx.p.credit_budget);
@@ -245,11 +252,18 @@ impl Peer {
         let len = slot.len;
         self.paths.paths[usize::from(path)].on_sent(len as u64, slot.sends > 1);
         h.payload_len = len as u16;
-        // `buf` holds at least max_datagram bytes and len <= max_payload.
+        // `buf` holds at least max_datagram bytes and len <= max_payload. Only
+        // the head is copied here; a deferred body is appended by the caller.
+        let head = len - slot.body_len;
+        let body = (slot.body_len > 0).then_some(crate::dgram::Body {
+            token: slot.token,
+            key: slot.body_key,
+            len: slot.body_len,
+        });
         let total = HEADER_LEN + len;
         if h.emit(buf).is_ok() {
-            if let Some(dst) = buf.get_mut(HEADER_LEN..total) {
-                dst.copy_from_slice(&slot.buf[..len]);
+            if let Some(dst) = buf.get_mut(HEADER_LEN..HEADER_LEN + head) {
+                dst.copy_from_slice(&slot.buf[..head]);
             }
         }
         if idle {
@@ -270,7 +284,8 @@ impl Peer {
         Transmit {
             dst: self.addr,
             path,
-            len: total,
+            len: HEADER_LEN + head,
+            body,
         }
     }
 }

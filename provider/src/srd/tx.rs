@@ -30,8 +30,13 @@ pub struct Slot {
     pub token: u64,
     /// Payload buffer (from the pool, full capacity; the payload is `buf[..len]`).
     pub buf: Vec<u8>,
-    /// Payload length, bytes.
+    /// Payload length, bytes (head in `buf` plus the deferred body).
     pub len: usize,
+    /// Bytes at the end of the payload that are not in `buf`: the layer above
+    /// supplies them at each transmission (`Transmit::body`); 0 = all in `buf`.
+    pub body_len: usize,
+    /// The layer above's key for that body (opaque here).
+    pub body_key: u64,
     /// When the latest transmission left.
     pub sent: Instant,
     /// Path of the latest transmission.
@@ -60,6 +65,8 @@ impl Slot {
             token: 0,
             buf: Vec::new(),
             len: 0,
+            body_len: 0,
+            body_key: 0,
             sent: Instant::ZERO,
             path: 0,
             pseq: 0,
