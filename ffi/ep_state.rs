@@ -48,6 +48,8 @@ pub struct EpSetup {
 pub(crate) struct Running {
     pub(crate) engine: Engine<FfiBuf>,
     io: Io,
+    /// Receive rendezvous data straight into receive buffers (`FI_SPRAY_RX_PLACE`).
+    place: bool,
 }
 
 /// Everything an endpoint owns.
@@ -233,7 +235,8 @@ impl EpState {
         }
         let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
         let io = Io::new(socks.fds, self.setup.max_datagram, batch);
-        self.run = Some(Running { engine, io });
+        let place = params::int_or("rx_place", 1, 0, 1) == 1;
+        self.run = Some(Running { engine, io, place });
         Ok(())
     }
 
@@ -461,9 +464,12 @@ impl EpState {
         let now = clock::now();
         for _ in 0..RX_ROUNDS {
             let engine = &mut run.engine;
-            let n = run
-                .io
-                .recv_at(|at, from, bytes| engine.handle_datagram(at, from, bytes));
+            let n = if run.place && engine.expects_rdata() {
+                run.io.recv_placed(engine)
+            } else {
+                run.io
+                    .recv_at(|at, from, bytes| engine.handle_datagram(at, from, bytes))
+            };
             if n == 0 {
                 break;
             }

@@ -38,6 +38,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 65536)"),
     ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),
     ("rx_batch", Kind::Int, "Datagrams taken per recvmmsg/sendmmsg call (default 32)"),
+    ("rx_place", Kind::Int, "Receive rendezvous data straight into the matched receive buffer (headers peeked first) while such a receive is waiting: 1 = yes (default), 0 = always through a bounce slot"),
     ("linger_ms", Kind::Int, "On close, keep answering peers until they were quiet this long (lost last ACKs), ms (default 10; 0 = close at once)"),
     ("stats", Kind::Str, "Write per-endpoint, per-peer and per-path counters (packets and bytes per path, retransmissions, RTOs, RTT, rate, window) as JSON lines to this file ('-' = stderr; %p = process id) at endpoint close"),
     ("stats_ms", Kind::Int, "With FI_SPRAY_STATS: also write the counters of every open endpoint every this many ms (from the progress-assist thread; default 0 = at close only)"),

@@ -103,6 +103,54 @@ impl<B: UserBuf> Engine<B> {
         self.after_input();
     }
 
+    /// Headers a driver must read from a datagram before `place_with` can tell
+    /// where its payload goes (SRD header + message header), bytes.
+    pub const PLACE_HEAD_LEN: usize = crate::wire::srd::HEADER_LEN + crate::wire::msg::HEADER_LEN;
+
+    /// Is some rendezvous receive waiting for data? Then a driver may peek at
+    /// each datagram's first `PLACE_HEAD_LEN` bytes and ask `place_with`.
+    pub fn expects_rdata(&self) -> bool {
+        self.msg.expects_rdata()
+    }
+
+    /// Given a datagram from `from` whose first `PLACE_HEAD_LEN` bytes are in
+    /// `data` (which must be as long as the datagram; the rest may be garbage):
+    /// if its payload after the headers belongs in an application receive
+    /// buffer, call `f(buf, offset, len)` with where (`len` may be shorter than
+    /// the payload: the rest is truncated away) and return true. The driver then
+    /// receives the datagram with its headers in `data` and the payload there,
+    /// and calls `handle_placed`. Read-only.
+    pub fn place_with(
+        &self,
+        from: SocketAddr,
+        data: &[u8],
+        f: &mut dyn FnMut(&B, usize, usize),
+    ) -> bool {
+        let Some((peer, payload)) = self.srd.peek_data(from, data) else {
+            return false;
+        };
+        match self.msg.rdata_target(peer, payload) {
+            Some((b, off, n)) => {
+                f(b, off, n);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A datagram received after `place_with` said yes: `data` holds its headers
+    /// (and is as long as the datagram); its payload is already in place.
+    pub fn handle_placed(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        let delivered = self.srd.handle_datagram(now, from, data);
+        while let Some(ev) = self.srd.poll_event() {
+            self.msg.handle_event(ev);
+        }
+        if let Some((peer, payload)) = delivered {
+            self.msg.handle_payload_placed(peer, payload);
+        }
+        self.after_input();
+    }
+
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.srd.handle_timeout(now);

@@ -137,6 +137,7 @@ impl<B: UserBuf> MsgLayer<B> {
         );
         rec.charged_bytes = 0;
         if rndv {
+            self.rndv_placing += 1;
             // Ask only for the bytes that fit: truncated bytes never cross the network.
             let grant = total.min(cap);
             rec.expect_bytes = grant;

@@ -74,6 +74,12 @@ pub struct MsgLayer<B: UserBuf> {
     /// Last `max_payload` the datagram service reported, bytes.
     payload_max: usize,
     min_multi_recv: usize,
+    /// Rendezvous records matched to a receive and waiting for RDATA: while
+    /// any exist, the driver looks at each datagram's headers before receiving
+    /// it, to place RDATA straight into the receive buffer.
+    rndv_placing: usize,
+    /// The payload being handled was placed already (`handle_payload_placed`).
+    placed: bool,
     peers: Vec<PeerState>,
     /// Peers with something to send, round-robin.
     ready: VecDeque<PeerId>,
@@ -111,6 +117,8 @@ impl<B: UserBuf> MsgLayer<B> {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
             init_credit_bytes: init_credit,
             credit_batch_bytes: (init_credit / 4).max(1),
+            rndv_placing: 0,
+            placed: false,
             payload_max: cfg.max_datagram.saturating_sub(SRD_HEADER_RESERVE_BYTES),
             min_multi_recv: 0,
             peers: Vec::new(),
@@ -200,6 +208,30 @@ impl<B: UserBuf> MsgLayer<B> {
     /// in it, `None` if its message is gone (`Datagrams::send_with_body`).
     pub fn body(&self, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
         self.body_of(token, key, len)
+    }
+
+    /// A datagram payload whose RDATA bytes are already in the receive buffer
+    /// (placed there by the driver at `rdata_target`'s direction): everything
+    /// but the copy. `payload` holds the message header; its length is the
+    /// payload's (bytes past the header are not read).
+    pub fn handle_payload_placed(&mut self, peer: PeerId, payload: &[u8]) {
+        self.placed = true;
+        self.on_payload(peer, payload);
+        self.placed = false;
+    }
+
+    /// Is some rendezvous receive waiting for data (worth placing directly)?
+    pub fn expects_rdata(&self) -> bool {
+        self.rndv_placing > 0
+    }
+
+    /// Where the RDATA payload `payload` (message header first; the bytes after
+    /// it need not be there yet) from `peer` would be written: the receive buffer
+    /// and the byte offset in it, and how many bytes land there (fewer than the
+    /// segment when the receive truncates). `None`: not RDATA of a live matched
+    /// receive (receive it normally).
+    pub fn rdata_target(&self, peer: PeerId, payload: &[u8]) -> Option<(&B, usize, usize)> {
+        self.rdata_target_of(peer, payload)
     }
 
     /// An acknowledgement or failure report from the SRD layer.

@@ -7,7 +7,7 @@ use super::peer::Ctrl;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::dgram::{FailReason, PeerId};
-use crate::wire::msg::{MsgType, Packet, Repr};
+use crate::wire::msg::{MsgType, Packet, Repr, HEADER_LEN};
 
 /// Where an incoming message's bytes go.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -286,7 +286,7 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         match rec.target {
             Target::Recv { id: rid, base, cap } => {
-                if off < cap {
+                if off < cap && !(self.placed && rec.rndv) {
                     let n = data.len().min(cap - off);
                     if let Some(e) = self.recvs.get_mut(rid) {
                         e.op.buf.write_at(base + off, &data[..n]);
@@ -308,6 +308,32 @@ impl<B: UserBuf> MsgLayer<B> {
         self.check_done(id);
     }
 
+    /// See `MsgLayer::rdata_target`.
+    pub(crate) fn rdata_target_of(
+        &self,
+        peer: PeerId,
+        payload: &[u8],
+    ) -> Option<(&B, usize, usize)> {
+        let pkt = Packet::new_checked(payload).ok()?;
+        let repr = Repr::parse(&pkt).ok()?;
+        if repr.ty != MsgType::RData || self.mode != crate::config::EpMode::Rdm {
+            return None;
+        }
+        let id = *self.in_map.get(&(peer.0, repr.seq))?;
+        let rec = self.ins.get(id).filter(|r| r.rndv)?;
+        let Target::Recv { id: rid, base, cap } = rec.target else {
+            return None;
+        };
+        let off = usize::try_from(repr.offset).ok()?;
+        let len = payload.len().checked_sub(HEADER_LEN)?;
+        if off >= cap || len == 0 {
+            return None;
+        }
+        let e = self.recvs.get(rid)?;
+        let n = len.min(cap - off);
+        (base + off + n <= e.op.buf.len()).then_some((&e.op.buf, base + off, n))
+    }
+
     /// Finish record `id` when it is matched and all its bytes arrived.
     pub(crate) fn check_done(&mut self, id: usize) {
         match self.ins.get(id) {
@@ -324,6 +350,9 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Take record `id` out of every index (map, unexpected queues) and free its bounce buffer.
     pub(crate) fn remove_rec(&mut self, id: usize) -> Option<InRec> {
         let mut rec = self.ins.remove(id)?;
+        if rec.rndv && matches!(rec.target, Target::Recv { .. }) {
+            self.rndv_placing -= 1;
+        }
         let key = (rec.peer.0, rec.seq);
         if rec.in_map && self.in_map.get(&key) == Some(&id) {
             self.in_map.remove(&key);
@@ -439,6 +468,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(rec) = self.ins.get_mut(id) else {
             return;
         };
+        if rec.rndv && matches!(rec.target, Target::Recv { .. }) {
+            self.rndv_placing -= 1;
+        }
         rec.target = Target::Discard;
         let (peer, seq, rndv, charged) = (rec.peer, rec.seq, rec.rndv, rec.charged_bytes);
         rec.charged_bytes = 0;

@@ -54,6 +54,7 @@ impl Peer {
         };
         self.tx.credit_heard = true;
         if acked_bytes > 0 {
+            self.rto_fired = None;
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;
             self.tx.last_progress = now;
@@ -125,6 +126,13 @@ impl Peer {
         if sends == 1 {
             p.on_acked(pseq, sent);
             p.on_delivered(now, len);
+            if self.rto_fired.is_some_and(|t| sent < t) {
+                // Sent once, before the timeout, and it arrived: the flight
+                // was late (a receiver off the CPU), not lost.
+                self.rto_fired = None;
+                ctx.stats.spurious_timeouts += 1;
+                self.cc.on_timeout_undone();
+            }
         }
         if sends > 1 && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
             // Acked sooner than the resent copy could have travelled: the
@@ -282,6 +290,7 @@ impl Peer {
     pub fn on_rto(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
         ctx.stats.timeouts += 1;
         self.paths.rtos += 1;
+        self.rto_fired = Some(now);
         let mut psn = self.tx.una;
         while psn != self.tx.next_send {
             if self.tx.slot(psn).state == SlotState::InFlight {

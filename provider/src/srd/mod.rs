@@ -7,6 +7,7 @@ mod ack;
 pub mod cc;
 mod path;
 mod peer;
+mod place;
 mod pool;
 mod recv;
 mod rx;

@@ -109,6 +109,9 @@ pub struct Peer {
     /// PSN the tail-loss probe resends: it goes out regardless of window and
     /// credit (with everything in flight lost, nothing else would).
     pub tlp_psn: Option<u32>,
+    /// When the retransmission timer last fired, until an ack decides whether
+    /// it was spurious (see `ack_one`).
+    pub rto_fired: Option<Instant>,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -147,6 +150,7 @@ impl Peer {
             last_data_sent: Instant::ZERO,
             tlp_count: 0,
             tlp_psn: None,
+            rto_fired: None,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
@@ -168,7 +172,10 @@ impl Peer {
         let base = if self.srtt_ns == 0 {
             3 * INITIAL_RTT.as_nanos() as u64
         } else {
-            self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
+            // RTT samples leave out how long the receiver held packets before
+            // acking (descheduled on a busy host), but the timer must not: a
+            // receiver off the CPU for a few ms is not a loss.
+            self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
         };
         let b = base.clamp(p.min_rto_ns, p.max_rto_ns);
         let b = b + b / 100 * self.rto_jitter_pct;
@@ -199,6 +206,11 @@ impl Peer {
                 // Stretched like the RTO, so the losers of a first burst
                 // do not all come back at the same instant.
                 UNSAMPLED_PTO_NS + UNSAMPLED_PTO_NS / 100 * self.rto_jitter_pct
+            } else if self.tx.pkts_in_flight > 2 {
+                // A whole flight going silent is a receiver off the CPU far
+                // more often than a lost tail: wait out its usual hold (its
+                // later acks would reveal a real loss anyway).
+                2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
             } else {
                 2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
             };

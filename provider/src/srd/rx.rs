@@ -73,6 +73,16 @@ impl Rx {
         }
     }
 
+    /// Would `psn` be new data (not a duplicate, inside the window), given a
+    /// sender floor `floor`? Read-only: what `on_packet` would answer.
+    pub fn is_new(&self, psn: u32, floor: u32) -> bool {
+        if !self.any {
+            return psn.wrapping_sub(floor) < WINDOW;
+        }
+        let d = psn.wrapping_sub(self.base);
+        (d as i32) >= 0 && d < WINDOW && !self.bit(psn)
+    }
+
     /// Record the arrival of `psn` at `now`.
     pub fn on_packet(&mut self, psn: u32, now: Instant) -> Arrival {
         let d = psn.wrapping_sub(self.base);

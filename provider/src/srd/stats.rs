@@ -33,6 +33,8 @@ pub struct SrdStats {
     pub spurious_losses: u64,
     /// Retransmitted packets acked too soon for the resent copy.
     pub spurious_retransmits: u64,
+    /// Retransmission timeouts undone: packets sent before them were acked after.
+    pub spurious_timeouts: u64,
     /// Times new data waited for the congestion window.
     pub window_limited: u64,
     /// Packets received (any type, parsed or not).

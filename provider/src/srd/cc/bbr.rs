@@ -39,6 +39,8 @@ pub struct Bbr {
     host_stamp: Instant,
     /// Most of `host_delay_ns` the window covers, ns.
     max_host_delay_ns: u64,
+    /// `bw` before the timeouts since the last ack, bytes/s (for their undo).
+    bw_before_timeout: Option<u64>,
 }
 
 impl Bbr {
@@ -62,6 +64,7 @@ impl Bbr {
             host_delay_ns: 0,
             host_stamp: Instant::ZERO,
             max_host_delay_ns,
+            bw_before_timeout: None,
         }
     }
 
@@ -90,6 +93,9 @@ impl Controller for Bbr {
     fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
 
     fn on_ack(&mut self, now: Instant, s: &AckSample) {
+        // Called after any undo of this ack (`on_timeout_undone`): a timeout
+        // not undone by now stands.
+        self.bw_before_timeout = None;
         if s.min_rtt_ns > 0 {
             self.min_rtt_ns = s.min_rtt_ns;
         }
@@ -128,7 +134,14 @@ impl Controller for Bbr {
     }
 
     fn on_timeout(&mut self, _now: Instant) {
+        self.bw_before_timeout.get_or_insert(self.bw);
         self.bw /= 2;
+    }
+
+    fn on_timeout_undone(&mut self) {
+        if let Some(bw) = self.bw_before_timeout.take() {
+            self.bw = self.bw.max(bw);
+        }
     }
 
     fn window(&self) -> u64 {

@@ -34,6 +34,9 @@ pub trait Controller {
     fn on_loss(&mut self, now: Instant, bytes: u64);
     /// The retransmission timer fired.
     fn on_timeout(&mut self, now: Instant);
+    /// The last timeout proved spurious (packets sent before it were acked
+    /// after it: the path or the receiver was late, nothing was lost).
+    fn on_timeout_undone(&mut self) {}
     /// Most bytes allowed in flight.
     fn window(&self) -> u64;
     /// Pacing rate in bytes per second (`None` = unpaced).

@@ -1,0 +1,34 @@
+//! Direct placement support: before a datagram is received, tell from its
+//! headers alone whether it is new DATA from a known peer of this incarnation,
+//! so the driver may receive its payload straight into an application buffer.
+
+use core::net::SocketAddr;
+
+use super::Srd;
+use crate::dgram::PeerId;
+use crate::wire::srd::{Packet, PacketType, Repr};
+
+impl Srd {
+    /// If `data` (a datagram whose headers are valid; the payload bytes after
+    /// them may not have been read yet, but `data` is as long as the datagram)
+    /// is new DATA that `handle_datagram` would deliver, its peer and payload.
+    /// Read-only: the datagram is handled afterwards as usual.
+    pub fn peek_data<'a>(&self, from: SocketAddr, data: &'a [u8]) -> Option<(PeerId, &'a [u8])> {
+        let pkt = Packet::new_checked(data).ok()?;
+        let h = Repr::parse(&pkt).ok()?;
+        if h.ty != PacketType::Data || usize::from(h.payload_len) > self.p.max_payload {
+            return None;
+        }
+        let id = *self.by_addr.get(&SocketAddr::new(from.ip(), h.src_port))?;
+        let peer = self.peers.get(id.0 as usize)?;
+        // Only the steady state: both epochs known and current, nothing to reset.
+        if h.dst_epoch != self.p.epoch || peer.remote_epoch == 0 || h.src_epoch != peer.remote_epoch
+        {
+            return None;
+        }
+        if (h.psn_floor.wrapping_sub(h.psn) as i32) > 0 || !peer.rx.is_new(h.psn, h.psn_floor) {
+            return None;
+        }
+        Some((id, pkt.payload_ref()))
+    }
+}
