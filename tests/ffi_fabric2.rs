@@ -18,6 +18,7 @@ const SUITES: &[&str] = &[
     "ffi_loopback",
     "ffi_calls",
     "ffi_rma",
+    "ffi_zero_copy",
 ];
 
 fn in_ci() -> bool {

@@ -1,0 +1,392 @@
+//! Large (rendezvous) messages between two spray endpoints over loopback, where
+//! the data leaves straight from the application's send buffer (sendmmsg with
+//! the buffer's own iovecs) and lands straight in the matched receive buffer
+//! (header peek, then a scattered recvmsg): scattered iovecs on both sides with
+//! guard bytes between the pieces, receives posted before and after the data
+//! arrived, truncation, a send buffer overwritten the moment its send completes,
+//! and the endpoint counters (`FI_SPRAY_STATS`) showing the direct paths were
+//! taken — with `FI_SPRAY_RX_PLACE=0` (in a child process) they must not be.
+
+mod common;
+use common::fab::*;
+
+use std::os::raw::c_void;
+use std::ptr::null_mut;
+use std::time::{Duration, Instant};
+
+use spray_fi::sys;
+
+const EAGAIN: isize = -(sys::FI_EAGAIN as isize);
+const EAVAIL: isize = -(sys::FI_EAVAIL as isize);
+const GUARD: usize = 64;
+const GUARD_BYTE: u8 = 0xA7;
+
+/// A buffer split into uneven pieces with guard bytes around each one.
+struct Scattered {
+    mem: Vec<u8>,
+    /// (offset in `mem`, length) of each piece.
+    pieces: Vec<(usize, usize)>,
+}
+
+impl Scattered {
+    /// `total` bytes in pieces of the given proportions (last takes the rest).
+    fn new(total: usize, splits: &[usize], fill: u8) -> Scattered {
+        let mut pieces = Vec::new();
+        let mut off = GUARD;
+        let mut left = total;
+        for (k, &s) in splits.iter().enumerate() {
+            let n = if k + 1 == splits.len() {
+                left
+            } else {
+                (total * s / 100).min(left)
+            };
+            pieces.push((off, n));
+            off += n + GUARD;
+            left -= n;
+        }
+        let mut mem = vec![GUARD_BYTE; off];
+        for &(o, n) in &pieces {
+            mem[o..o + n].fill(fill);
+        }
+        Scattered { mem, pieces }
+    }
+
+    fn iov(&mut self) -> Vec<libc::iovec> {
+        let base = self.mem.as_mut_ptr();
+        self.pieces
+            .iter()
+            .map(|&(o, n)| libc::iovec {
+                // SAFETY (test): o + n <= mem.len().
+                iov_base: unsafe { base.add(o) }.cast(),
+                iov_len: n,
+            })
+            .collect()
+    }
+
+    /// The bytes of the pieces, concatenated.
+    fn data(&self) -> Vec<u8> {
+        self.pieces
+            .iter()
+            .flat_map(|&(o, n)| self.mem[o..o + n].iter().copied())
+            .collect()
+    }
+
+    fn write(&mut self, data: &[u8]) {
+        let mut at = 0;
+        for &(o, n) in &self.pieces {
+            let k = n.min(data.len() - at);
+            self.mem[o..o + k].copy_from_slice(&data[at..at + k]);
+            at += k;
+        }
+    }
+
+    /// Every guard byte untouched.
+    fn guards_ok(&self) -> bool {
+        let mut prev = 0;
+        for &(o, n) in &self.pieces {
+            if self.mem[prev..o].iter().any(|&b| b != GUARD_BYTE) {
+                return false;
+            }
+            prev = o + n;
+        }
+        self.mem[prev..].iter().all(|&b| b == GUARD_BYTE)
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+struct Pair {
+    info: *mut sys::fi_info,
+    fab: *mut sys::fid_fabric,
+    dom: *mut sys::fid_domain,
+    av: *mut sys::fid_av,
+    ep: [*mut sys::fid_ep; 2],
+    cq: [*mut sys::fid_cq; 2],
+    addr: [u64; 2],
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let info = getinfo(
+            sys::fi_ep_type_FI_EP_RDM,
+            (sys::FI_MSG | sys::FI_TAGGED) as u64,
+        );
+        let (fab, dom) = open_domain(info);
+        let av = open_av(dom);
+        let mut ep = [null_mut(); 2];
+        let mut cq = [null_mut(); 2];
+        for i in 0..2 {
+            ep[i] = open_ep(dom, info);
+            cq[i] = open_cq(dom, sys::fi_cq_format_FI_CQ_FORMAT_TAGGED);
+            assert_eq!(bind(ep[i], av, 0), 0);
+            assert_eq!(
+                bind(ep[i], cq[i], (sys::FI_TRANSMIT | sys::FI_RECV) as u64),
+                0
+            );
+            assert_eq!(control(ep[i], sys::FI_ENABLE, null_mut()), 0);
+        }
+        let addr = [
+            av_insert(av, &getname(ep[0])),
+            av_insert(av, &getname(ep[1])),
+        ];
+        Pair {
+            info,
+            fab,
+            dom,
+            av,
+            ep,
+            cq,
+            addr,
+        }
+    }
+
+    fn close(self) {
+        for i in 0..2 {
+            assert_eq!(close(self.ep[i]), 0);
+            assert_eq!(close(self.cq[i]), 0);
+        }
+        assert_eq!(close(self.av), 0);
+        assert_eq!(close(self.dom), 0);
+        assert_eq!(close(self.fab), 0);
+        unsafe { sys::fi_freeinfo(self.info) };
+    }
+
+    fn trecvv(&self, buf: &mut Scattered, tag: u64, ctx: usize) {
+        let iov = buf.iov();
+        let rc = unsafe {
+            (*(*self.ep[1]).tagged).recvv.unwrap()(
+                self.ep[1],
+                iov.as_ptr().cast(),
+                null_mut(),
+                iov.len(),
+                u64::MAX, // FI_ADDR_UNSPEC
+                tag,
+                0,
+                ctx as *mut c_void,
+            )
+        };
+        assert_eq!(rc, 0, "fi_trecvv");
+    }
+
+    fn tsendv(&self, buf: &mut Scattered, tag: u64, ctx: usize) {
+        let iov = buf.iov();
+        let rc = unsafe {
+            (*(*self.ep[0]).tagged).sendv.unwrap()(
+                self.ep[0],
+                iov.as_ptr().cast(),
+                null_mut(),
+                iov.len(),
+                self.addr[1],
+                tag,
+                ctx as *mut c_void,
+            )
+        };
+        assert_eq!(rc, 0, "fi_tsendv");
+    }
+}
+
+/// Sizes (all rendezvous), receive room (two truncate), and iov splits.
+const SIZES: [usize; 5] = [70_001, 300_000, 1 << 20, 3 * (1 << 20) + 7, 500_000];
+const ROOM: [usize; 5] = [70_001, 400_000, 1 << 20, 2 * (1 << 20), 100_000];
+const SEND_SPLIT: [&[usize]; 5] = [
+    &[100],
+    &[30, 30, 40],
+    &[1, 98, 1],
+    &[50, 50],
+    &[10, 20, 30, 40],
+];
+const RECV_SPLIT: [&[usize]; 5] = [
+    &[33, 33, 34],
+    &[100],
+    &[25, 25, 25, 25],
+    &[70, 30],
+    &[60, 40],
+];
+
+/// Send every message, receives posted first (`recv_first`) or after the data
+/// is announced; check contents, guards, truncation; overwrite each send buffer
+/// as soon as its completion is read.
+fn exchange(p: &Pair, recv_first: bool) {
+    let n = SIZES.len();
+    let mut rx: Vec<Scattered> = (0..n)
+        .map(|i| Scattered::new(ROOM[i], RECV_SPLIT[i], 0))
+        .collect();
+    let mut tx: Vec<Scattered> = (0..n)
+        .map(|i| {
+            let mut s = Scattered::new(SIZES[i], SEND_SPLIT[i], 0);
+            s.write(&pattern(i as u64 + 1, SIZES[i]));
+            s
+        })
+        .collect();
+    if recv_first {
+        for (i, r) in rx.iter_mut().enumerate() {
+            p.trecvv(r, 100 + i as u64, i);
+        }
+    }
+    for (i, t) in tx.iter_mut().enumerate() {
+        p.tsendv(t, 100 + i as u64, i);
+    }
+    if !recv_first {
+        // Let the requests to send arrive unmatched first.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(20) {
+            let _ = cq_read(p.cq[1], &mut []);
+            let mut e = [sys::fi_cq_tagged_entry::default(); 1];
+            assert_eq!(
+                cq_read(p.cq[0], &mut e),
+                EAGAIN,
+                "a send completed unmatched"
+            );
+        }
+        for (i, r) in rx.iter_mut().enumerate() {
+            p.trecvv(r, 100 + i as u64, i);
+        }
+    }
+    let (mut sends, mut recvs) = (0, 0);
+    let t = Instant::now();
+    while sends < n || recvs < n {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{sends}/{n} sends, {recvs}/{n} receives"
+        );
+        let mut e = [sys::fi_cq_tagged_entry::default(); 1];
+        match cq_read(p.cq[0], &mut e) {
+            1 => {
+                let i = e[0].op_context as usize;
+                // The send is complete: the buffer is the application's again.
+                tx[i].write(&vec![0xEE; SIZES[i]]);
+                sends += 1;
+            }
+            EAGAIN => {}
+            EAVAIL => panic!("send error {:?}", cq_readerr(p.cq[0])),
+            r => panic!("fi_cq_read {r}"),
+        }
+        match cq_read(p.cq[1], &mut e) {
+            1 => {
+                let i = e[0].op_context as usize;
+                assert!(
+                    SIZES[i] <= ROOM[i],
+                    "receive {i} should have been truncated"
+                );
+                assert_eq!(e[0].len, SIZES[i]);
+                recvs += 1;
+            }
+            EAGAIN => {}
+            EAVAIL => {
+                let (_, err) = cq_readerr(p.cq[1]);
+                let i = err.op_context as usize;
+                assert!(
+                    SIZES[i] > ROOM[i],
+                    "receive {i}: unexpected error {}",
+                    err.err
+                );
+                assert_eq!(err.err, sys::FI_ETRUNC as i32);
+                assert_eq!(err.olen, SIZES[i] - ROOM[i]);
+                recvs += 1;
+            }
+            r => panic!("fi_cq_read {r}"),
+        }
+    }
+    for i in 0..n {
+        let want = pattern(i as u64 + 1, SIZES[i]);
+        let got = rx[i].data();
+        let fit = SIZES[i].min(ROOM[i]);
+        assert!(
+            got[..fit] == want[..fit],
+            "message {i} ({} B, recv_first {recv_first}) differs at byte {:?}",
+            SIZES[i],
+            got.iter().zip(&want).position(|(a, b)| a != b)
+        );
+        assert!(
+            got[fit..].iter().all(|&b| b == 0),
+            "message {i}: bytes past the data written"
+        );
+        assert!(
+            rx[i].guards_ok(),
+            "message {i}: receive guard bytes overwritten"
+        );
+        assert!(tx[i].guards_ok(), "message {i}: send guard bytes changed");
+    }
+}
+
+/// Sum of `"key":N` over the JSON lines of a stats file.
+fn stat_sum(text: &str, key: &str) -> u64 {
+    let pat = format!("\"{key}\":");
+    let mut sum = 0;
+    for l in text.lines() {
+        for (i, _) in l.match_indices(&pat) {
+            let rest = &l[i + pat.len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            sum += rest[..end].parse::<u64>().unwrap_or(0);
+        }
+    }
+    sum
+}
+
+fn run_and_count(place: bool) -> (u64, u64) {
+    let path = std::env::temp_dir().join(format!("spray-zc-{}-{place}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    std::env::set_var("FI_SPRAY_STATS", &path);
+    std::env::set_var("FI_SPRAY_RX_PLACE", if place { "1" } else { "0" });
+    let p = Pair::new();
+    exchange(&p, true);
+    exchange(&p, false);
+    p.close();
+    let text = std::fs::read_to_string(&path).expect("FI_SPRAY_STATS file written at close");
+    let _ = std::fs::remove_file(&path);
+    (stat_sum(&text, "rx_placed"), stat_sum(&text, "tx_data"))
+}
+
+/// One test only per process: the stats and placement knobs are process-wide.
+#[test]
+fn rendezvous_data_is_sent_and_received_in_place() {
+    let (placed, data) = run_and_count(true);
+    println!("placed {placed} of {data} data datagrams");
+    // Most data datagrams are rendezvous payload; a few (RTS, eager-sized
+    // pieces, retransmissions of duplicates) go through the bounce slot.
+    assert!(
+        placed * 10 >= data * 7,
+        "only {placed} of {data} data datagrams placed directly"
+    );
+}
+
+/// The same exchange with direct placement off, in a child process (the knob is
+/// read when an endpoint is enabled, and the libfabric core is per process).
+#[test]
+fn placement_off_still_delivers() {
+    if std::env::var("SPRAY_ZC_CHILD").is_ok() {
+        let (placed, data) = run_and_count(false);
+        assert_eq!(placed, 0, "FI_SPRAY_RX_PLACE=0 placed {placed} datagrams");
+        assert!(data > 0);
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "placement_off_still_delivers",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SPRAY_ZC_CHILD", "1")
+        .output()
+        .expect("run child");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "child failed:\n{text}"
+    );
+}
