@@ -103,7 +103,7 @@ impl EpState {
             self.untrack_fetch(context);
         }
         if flags & FI_MORE == 0 || rc.is_err() {
-            self.progress();
+            self.progress_after_post();
         }
         op_result(rc)
     }

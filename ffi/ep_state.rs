@@ -352,7 +352,7 @@ impl EpState {
         let rc = run.engine.post_send(op);
         // FI_MORE: more posts follow at once; let them leave in one batch.
         if flags & FI_MORE == 0 || rc.is_err() {
-            self.progress();
+            self.progress_after_post();
         }
         op_result(rc)
     }
@@ -411,7 +411,7 @@ impl EpState {
         if rc.is_err() && rflags.multi_recv {
             self.multi_bases.remove(&context);
         }
-        self.progress();
+        self.progress_after_post();
         op_result(rc)
     }
 
@@ -456,6 +456,16 @@ impl EpState {
         let found = run.engine.cancel(context);
         self.progress();
         found
+    }
+
+    /// After a post: what it queued leaves at once (a message on the critical
+    /// path of a ping-pong must not wait for a receive syscall), then the usual
+    /// progress.
+    pub fn progress_after_post(&mut self) {
+        if let Some(run) = &mut self.run {
+            run.io.flush(&mut run.engine, clock::now());
+        }
+        self.progress();
     }
 
     /// Receive, run timers, transmit, and hand completions to CQs and counters.
