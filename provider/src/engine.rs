@@ -15,7 +15,14 @@ pub struct Engine<B: UserBuf> {
     cfg: Config,
     srd: Srd,
     msg: MsgLayer<B>,
+    /// Next keepalive round, while operations wait on peers (see `keepalive`).
+    keepalive_at: Option<Instant>,
 }
+
+/// How often peers we wait on are probed when nothing else goes to them, ns:
+/// a quarter of the unreachable timeout, within these bounds.
+const KEEPALIVE_MIN_NS: u64 = 10_000_000;
+const KEEPALIVE_MAX_NS: u64 = 1_000_000_000;
 
 impl<B: UserBuf> Engine<B> {
     /// An engine for the endpoint described by `cfg`.
@@ -24,7 +31,12 @@ impl<B: UserBuf> Engine<B> {
         let mut msg = MsgLayer::new(&cfg);
         // The message layer sizes its segments from what one SRD datagram carries.
         msg.set_max_payload(crate::dgram::Datagrams::max_payload(&srd));
-        Engine { cfg, srd, msg }
+        Engine {
+            cfg,
+            srd,
+            msg,
+            keepalive_at: None,
+        }
     }
 
     /// The configuration it was built with.
@@ -101,6 +113,7 @@ impl<B: UserBuf> Engine<B> {
             self.msg.handle_payload(peer, payload);
         }
         self.after_input();
+        self.keepalive(now);
     }
 
     /// Headers a driver must read from a datagram before `place_with` can tell
@@ -149,12 +162,46 @@ impl<B: UserBuf> Engine<B> {
             self.msg.handle_payload_placed(peer, payload);
         }
         self.after_input();
+        self.keepalive(now);
+    }
+
+    /// Message-layer counters.
+    pub fn msg_stats(&self) -> &crate::msg::MsgStats {
+        self.msg.stats()
     }
 
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.srd.handle_timeout(now);
         self.after_input();
+        self.keepalive(now);
+    }
+
+    /// While started operations wait on peers for a reply (an RMA reply, a CTS),
+    /// probe every such peer that has nothing of ours in flight, every
+    /// `unreachable_timeout / 4`: a peer that died silently then fails its
+    /// probe, and with it the operations waiting on it, instead of hanging.
+    fn keepalive(&mut self, now: Instant) {
+        if self.msg.pending_initiated() == 0 {
+            self.keepalive_at = None;
+            return;
+        }
+        let every = (self.cfg.unreachable_timeout.as_nanos() as u64 / 4)
+            .clamp(KEEPALIVE_MIN_NS, KEEPALIVE_MAX_NS);
+        let Some(at) = self.keepalive_at else {
+            self.keepalive_at = Some(now + core::time::Duration::from_nanos(every));
+            return;
+        };
+        if now < at {
+            return;
+        }
+        for p in self.msg.waiting_peers() {
+            if self.srd.outstanding(p) == 0 {
+                self.msg.push_keepalive(p);
+            }
+        }
+        self.msg.pump(&mut self.srd);
+        self.keepalive_at = Some(now + core::time::Duration::from_nanos(every));
     }
 
     /// Pass SRD reports up and refill the SRD send queues from pending messages.
@@ -218,7 +265,10 @@ impl<B: UserBuf> Engine<B> {
 
     /// When `handle_timeout` must next run.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.srd.poll_timeout()
+        match (self.srd.poll_timeout(), self.keepalive_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Initiated operations (sends, RMA, atomics) not completed yet.

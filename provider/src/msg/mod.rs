@@ -8,6 +8,7 @@
 
 pub mod atomic;
 mod completion;
+mod keepalive;
 mod matching;
 pub mod op;
 mod peer;
@@ -62,6 +63,8 @@ pub struct MsgStats {
     pub held: u64,
     /// DGRAM datagrams dropped because nobody received them and memory was full.
     pub dropped: u64,
+    /// Keepalives sent to peers we wait on (see `keepalive.rs`).
+    pub keepalives: u64,
 }
 
 /// Per-endpoint message-layer state.
@@ -253,6 +256,8 @@ impl<B: UserBuf> MsgLayer<B> {
                     self.on_send_failed(peer, token, reason);
                 } else if token & TOKEN_CTS != 0 {
                     self.on_cts_failed(peer, token, reason);
+                } else if token & keepalive::TOKEN_KEEPALIVE != 0 {
+                    self.on_keepalive_failed(peer, reason);
                 } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
                     // The peer must learn of the abort or it waits for that message
                     // forever; the SRD keeps the peer after an unreachable episode, so

@@ -16,6 +16,8 @@ pub(crate) enum Ctrl {
     /// Our message `seq` failed: the peer must stop waiting for it. `tries` counts
     /// earlier attempts that failed too.
     Abort { seq: u32, tries: u8 },
+    /// Are you there? (an empty CREDIT; see `keepalive.rs`).
+    Keepalive,
 }
 
 /// What this endpoint knows about one peer.

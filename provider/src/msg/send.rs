@@ -168,6 +168,17 @@ impl<B: UserBuf> MsgLayer<B> {
                     },
                     TOKEN_CTRL,
                 ),
+                Ctrl::Keepalive => (
+                    Repr {
+                        ty: MsgType::Credit,
+                        seq: 0,
+                        total: 0,
+                        offset: 0,
+                        tag: None,
+                        data: None,
+                    },
+                    TOKEN_CTRL | super::keepalive::TOKEN_KEEPALIVE,
+                ),
             };
             let r = dg.send(p, token, HEADER_LEN, &mut |b: &mut [u8]| {
                 repr.emit_into(b);

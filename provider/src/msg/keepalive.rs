@@ -1,0 +1,58 @@
+//! Keepalive: a peer that some started operation waits on (an RMA reply, the
+//! CTS of a rendezvous send) while nothing of ours is in flight to it gets an
+//! empty CREDIT now and then. A peer that died silently after acknowledging
+//! everything then shows up as a failed datagram (the SRD's unreachable
+//! timeout), and the operations waiting on it fail instead of hanging.
+
+use super::peer::Ctrl;
+use super::send::Proto;
+use super::{CompError, MsgLayer};
+use crate::buf::UserBuf;
+use crate::dgram::{FailReason, PeerId};
+
+/// Token bit (with `TOKEN_CTRL`) marking a keepalive.
+pub(crate) const TOKEN_KEEPALIVE: u64 = 1 << 57;
+
+impl<B: UserBuf> MsgLayer<B> {
+    /// Peers that started operations wait on for a reply (RMA replies, CTS).
+    pub fn waiting_peers(&self) -> Vec<PeerId> {
+        let mut wait: Vec<bool> = self.peers.iter().map(|st| st.rma.started > 0).collect();
+        // One pass over the sends: those waiting for a CTS.
+        let _ = self.outs.indices_where(|m| {
+            if m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all {
+                if let Some(w) = wait.get_mut(m.op.peer.0 as usize) {
+                    *w = true;
+                }
+            }
+            false
+        });
+        (0..wait.len())
+            .filter(|&i| wait[i])
+            .map(|i| PeerId(i as u32))
+            .collect()
+    }
+
+    /// Queue a keepalive to `p` (unless one is queued already).
+    pub fn push_keepalive(&mut self, p: PeerId) {
+        if !self.peer_mut(p).ctrl.contains(&Ctrl::Keepalive) {
+            self.stats.keepalives += 1;
+            self.push_ctrl(p, Ctrl::Keepalive);
+        }
+    }
+
+    /// A keepalive to `p` failed: `p` is gone (RMA ops to it failed already,
+    /// see `rma_peer_lost`). Sends waiting for its CTS fail; if it may come back,
+    /// it is told to stop waiting for them (ABORT).
+    pub(crate) fn on_keepalive_failed(&mut self, p: PeerId, reason: FailReason) {
+        let waiting = self.outs.indices_where(|m| {
+            m.op.peer == p && m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all
+        });
+        for id in waiting {
+            let seq = self.outs.get(id).map(|m| m.seq);
+            self.fail_send(id, CompError::PeerUnreachable);
+            if let (Some(seq), FailReason::Unreachable) = (seq, reason) {
+                self.push_ctrl(p, Ctrl::Abort { seq, tries: 0 });
+            }
+        }
+    }
+}

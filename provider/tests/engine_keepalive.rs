@@ -1,0 +1,161 @@
+//! A peer that dies silently after acknowledging everything must not leave
+//! operations waiting on it forever: a rendezvous send whose RTS was acked
+//! (waiting for a CTS that never comes) and an RMA read whose request was acked
+//! (waiting for the data) fail with `PeerUnreachable` within a few unreachable
+//! timeouts, thanks to the engine's keepalives; while the peer lives, the same
+//! waits last as long as they must (no false failure).
+
+use core::time::Duration;
+
+use spray::msg::{CompError, Completion, RmaKind, RmaOp, SendOp};
+use spray::sim::{addr, LinkSpec, Sim};
+use spray::time::Instant;
+use spray::{Config, Engine, EpMode, RmaAccess, RmaTarget};
+
+type Node = Engine<Vec<u8>>;
+
+/// Unreachable timeout of both nodes.
+const UNREACHABLE: Duration = Duration::from_millis(400);
+
+fn node(i: usize) -> Node {
+    let mut c = Config::new(EpMode::Rdm, addr(i));
+    c.paths = 4;
+    c.epoch = 700 + i as u32;
+    c.seed = 0xa11e ^ i as u64;
+    c.unreachable_timeout = UNREACHABLE;
+    Engine::new(c)
+}
+
+/// A target whose one region (key 5) answers reads with a fixed pattern.
+struct Region;
+
+impl RmaTarget<Vec<u8>> for Region {
+    fn resolve(&self, key: u64, _addr: u64, len: usize, _access: RmaAccess) -> Option<Vec<u8>> {
+        (key == 5).then(|| vec![0x42; len])
+    }
+}
+
+fn sim(seed: u64) -> Sim<Node> {
+    let spec = LinkSpec::ideal(Duration::from_micros(20));
+    let mut s = Sim::new(seed, vec![node(0), node(1)], vec![spec; 4]);
+    s.nodes[1].set_rma_target(Box::new(Region));
+    s
+}
+
+/// Run until node 0 has a completion or `limit`; the completion, if any.
+fn completion(s: &mut Sim<Node>, limit: Instant) -> Option<Completion<Vec<u8>>> {
+    loop {
+        if let Some(c) = s.nodes[0].poll_completion() {
+            return Some(c);
+        }
+        if !s.step(limit) {
+            return None;
+        }
+    }
+}
+
+fn rndv_send(s: &mut Sim<Node>) {
+    let p1 = s.nodes[0].peer(addr(1));
+    let op = SendOp {
+        peer: p1,
+        buf: vec![7u8; 1 << 20],
+        tag: Some(9),
+        data: None,
+        context: 1,
+        report: true,
+        delivery_complete: false,
+    };
+    s.nodes[0].post_send(op).expect("post send");
+}
+
+#[test]
+fn send_waiting_for_cts_fails_when_the_peer_dies_silently() {
+    for seed in 1..=3 {
+        let mut s = sim(seed);
+        rndv_send(&mut s);
+        // The RTS arrives and is acked; no receive is ever posted.
+        let t = s.now + Duration::from_millis(20);
+        assert!(
+            completion(&mut s, t).is_none(),
+            "seed {seed}: completed unmatched"
+        );
+        assert_eq!(s.nodes[0].srd_stats().failed, 0);
+        s.down[1] = true;
+        let died = s.now;
+        let limit = died + UNREACHABLE * 6;
+        let c = completion(&mut s, limit).unwrap_or_else(|| {
+            panic!(
+                "seed {seed}: still waiting {:?} after the peer died",
+                limit - died
+            )
+        });
+        assert_eq!(
+            c.error,
+            Some(CompError::PeerUnreachable),
+            "seed {seed}: {c:?}"
+        );
+        assert!(s.nodes[0].msg_stats().keepalives > 0);
+        println!("seed {seed}: failed {:?} after the peer died", s.now - died);
+    }
+}
+
+#[test]
+fn rma_read_waiting_for_data_fails_when_the_peer_dies_silently() {
+    for seed in 1..=3 {
+        let mut s = sim(seed);
+        let p1 = s.nodes[0].peer(addr(1));
+        let op = RmaOp {
+            peer: p1,
+            kind: RmaKind::Read,
+            buf: vec![0u8; 4 << 20],
+            key: 5,
+            addr: 0,
+            context: 2,
+            report: true,
+        };
+        s.nodes[0].post_rma(op).expect("post read");
+        // The request arrives and is acked; the target starts answering and
+        // then dies with most of its answer unsent.
+        let t = s.now + Duration::from_micros(150);
+        assert!(
+            completion(&mut s, t).is_none(),
+            "seed {seed}: 4 MiB read done in 150 us"
+        );
+        s.down[1] = true;
+        let died = s.now;
+        let limit = died + UNREACHABLE * 6;
+        let c = completion(&mut s, limit).unwrap_or_else(|| {
+            panic!(
+                "seed {seed}: read still waiting {:?} after the target died",
+                limit - died
+            )
+        });
+        assert_eq!(
+            c.error,
+            Some(CompError::PeerUnreachable),
+            "seed {seed}: {c:?}"
+        );
+        println!(
+            "seed {seed}: read failed {:?} after the target died",
+            s.now - died
+        );
+    }
+}
+
+#[test]
+fn long_waits_on_a_live_peer_do_not_fail() {
+    let mut s = sim(9);
+    rndv_send(&mut s);
+    // Ten unreachable timeouts with the receiver alive but never matching.
+    let limit = s.now + UNREACHABLE * 10;
+    assert!(
+        completion(&mut s, limit).is_none(),
+        "the send failed while its peer lived"
+    );
+    assert!(
+        s.nodes[0].msg_stats().keepalives >= 10,
+        "keepalives {}",
+        s.nodes[0].msg_stats().keepalives
+    );
+    assert_eq!(s.nodes[0].srd_stats().failed, 0);
+}
