@@ -39,10 +39,19 @@ pub struct EpCore {
 impl EpCore {
     /// Make progress (receive, timers, transmit, completions).
     pub fn progress(&self) {
-        self.touch();
         // Another thread progressing the same endpoint does our work too.
-        if let Some(mut st) = self.state.try_lock() {
-            st.progress();
+        match self.state.try_lock() {
+            Some(mut st) => {
+                st.progress();
+                self.touched_at(st.progressed_ns);
+            }
+            None => self.touch(),
+        }
+    }
+    /// Note an application call at `ns` (a clock reading already at hand).
+    fn touched_at(&self, ns: u64) {
+        if self.assist_idle_ns != 0 && ns != 0 {
+            self.last_app_ns.store(ns, Ordering::Relaxed);
         }
     }
     /// Note an application call.
@@ -99,8 +108,13 @@ pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> i
         // SAFETY: ep from the application; validated by get.
         match unsafe { get(ep) } {
             Some(e) => {
-                e.core.touch();
-                f(&mut e.core.state.lock())
+                let mut st = e.core.state.lock();
+                let r = f(&mut st);
+                // Most calls progress the endpoint, which read the clock; the
+                // others leave an older time, which at worst lets the assist
+                // thread progress the endpoint once.
+                e.core.touched_at(st.progressed_ns);
+                r
             }
             None => err::EINVAL as isize,
         }

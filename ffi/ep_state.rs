@@ -55,6 +55,10 @@ pub(crate) struct Running {
 /// Everything an endpoint owns.
 pub struct EpState {
     pub(crate) setup: EpSetup,
+    /// Clock reading of the latest progress, ns (0 = none yet): doubles as the
+    /// time of the latest application call for the assist thread, which saves
+    /// a clock read per poll.
+    pub(crate) progressed_ns: u64,
     /// Address of socket 0 (`fi_getname`).
     pub local: SocketAddrV4,
     socks: Option<Sockets>,
@@ -103,6 +107,7 @@ impl EpState {
     /// State for an endpoint whose sockets are open but not yet enabled.
     pub fn new(setup: EpSetup, socks: Sockets) -> EpState {
         EpState {
+            progressed_ns: 0,
             local: socks.local,
             setup,
             socks: Some(socks),
@@ -472,6 +477,7 @@ impl EpState {
     pub fn progress(&mut self) {
         let Some(run) = &mut self.run else { return };
         let now = clock::now();
+        self.progressed_ns = now.as_nanos();
         for _ in 0..RX_ROUNDS {
             let engine = &mut run.engine;
             let n = if run.place && engine.expects_rdata() {
