@@ -35,8 +35,10 @@ if [ $QUICK = 1 ]; then
     LAT=(-t latency -m 8:1048576 -i 100 -I 10 -x 10)
     BW=(-t bw -m "1048576:$BW_MAX" -i 3 -I 3 -x 1 -W 16)
 else
-    LAT=(-t latency -m 8:1048576 -i 1000 -I 100 -x 100)
-    BW=(-t bw -m "1048576:$BW_MAX" -i 10 -I 10 -x 2 -W 64)
+    # enough iterations that one run lasts about a second: a run of a few ms
+    # measures the scheduler of this shared 2-core machine more than the fabric
+    LAT=(-t latency -m 8:1048576 -i 5000 -I 100 -x 200)
+    BW=(-t bw -m "1048576:$BW_MAX" -i 30 -I 30 -x 3 -W 64)
 fi
 
 provdir_for() { # provdir_for PROV -> directory for FI_PROVIDER_PATH ("" for built-ins)
