@@ -225,6 +225,13 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Is some rendezvous receive waiting for data (worth placing directly)?
     pub fn expects_rdata(&self) -> bool {
+        debug_assert_eq!(
+            self.rndv_placing,
+            self.ins
+                .indices_where(|r| r.rndv && matches!(r.target, recv::Target::Recv { .. }))
+                .len(),
+            "rendezvous records waiting for data miscounted"
+        );
         self.rndv_placing > 0
     }
 
