@@ -324,16 +324,20 @@ impl Io {
             let from = SocketAddr::V4(addr::from_c(&self.rx_addr[0]));
             let mut pieces = [(std::ptr::null::<u8>(), 0usize); IOV_LIMIT];
             let mut np = 0;
-            let placed = dlen > head
-                && dlen <= self.slot_bytes
-                && engine.place_with(from, &self.rx_buf[..dlen], &mut |b, off, n| {
+            let mut hdr = 0;
+            if dlen <= self.slot_bytes {
+                if let Some(h) = engine.place_with(from, &self.rx_buf[..dlen], &mut |b, off, n| {
                     b.raw_range(off, n, |p, k| {
                         if np < IOV_LIMIT {
                             pieces[np] = (p, k);
                             np += 1;
                         }
                     })
-                });
+                }) {
+                    hdr = h;
+                }
+            }
+            let placed = hdr > 0 && hdr < dlen;
             // The real receive, through slot 0's header (timestamp control included).
             let h = &mut self.rx_hdr[0].msg_hdr;
             h.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
@@ -343,7 +347,7 @@ impl Io {
             if placed {
                 self.place_iov[0] = libc::iovec {
                     iov_base: slot0.cast(),
-                    iov_len: head,
+                    iov_len: hdr,
                 };
                 for (v, &(p, k)) in self.place_iov[1..].iter_mut().zip(&pieces[..np]) {
                     // Receive buffers are writable by the libfabric contract.

@@ -87,6 +87,8 @@ pub trait Datagrams {
 /// A datagram's body the layer above must supply (see `Datagrams::send_with_body`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Body {
+    /// The peer it goes to.
+    pub peer: PeerId,
     /// The datagram's token.
     pub token: u64,
     /// The key it was queued with.

@@ -117,38 +117,35 @@ impl<B: UserBuf> Engine<B> {
     }
 
     /// Headers a driver must read from a datagram before `place_with` can tell
-    /// where its payload goes (SRD header + message header), bytes.
-    pub const PLACE_HEAD_LEN: usize = crate::wire::srd::HEADER_LEN + crate::wire::msg::HEADER_LEN;
+    /// where its payload goes (SRD header + message header + RMA sub-header), bytes.
+    pub const PLACE_HEAD_LEN: usize =
+        crate::wire::srd::HEADER_LEN + crate::wire::msg::HEADER_LEN + crate::wire::msg::RMA_SUB_LEN;
 
-    /// Is some rendezvous receive waiting for data? Then a driver may peek at
+    /// Is bulk data expected into known buffers (a matched rendezvous receive, an
+    /// RMA read of ours, a peer's RMA write under way)? Then a driver may peek at
     /// each datagram's first `PLACE_HEAD_LEN` bytes and ask `place_with`.
     pub fn expects_rdata(&self) -> bool {
         self.msg.expects_rdata()
     }
 
-    /// Given a datagram from `from` whose first `PLACE_HEAD_LEN` bytes are in
-    /// `data` (which must be as long as the datagram; the rest may be garbage):
-    /// if its payload after the headers belongs in an application receive
-    /// buffer, call `f(buf, offset, len)` with where (`len` may be shorter than
-    /// the payload: the rest is truncated away) and return true. The driver then
-    /// receives the datagram with its headers in `data` and the payload there,
-    /// and calls `handle_placed`. Read-only.
+    /// Given a datagram from `from` whose first `PLACE_HEAD_LEN` bytes (or all,
+    /// if shorter) are in `data` (which must be as long as the datagram; the rest
+    /// may be garbage): if its payload belongs in an application buffer (a
+    /// receive, an RMA read's destination, registered memory a peer writes),
+    /// call `f(buf, offset, len)` with where (`len` may be shorter than the
+    /// payload: the rest is truncated away) and return how many leading bytes
+    /// of the datagram are headers. The driver then receives the datagram with
+    /// those headers in `data` and the payload there, and calls `handle_placed`.
+    /// Read-only.
     pub fn place_with(
         &self,
         from: SocketAddr,
         data: &[u8],
         f: &mut dyn FnMut(&B, usize, usize),
-    ) -> bool {
-        let Some((peer, payload)) = self.srd.peek_data(from, data) else {
-            return false;
-        };
-        match self.msg.rdata_target(peer, payload) {
-            Some((b, off, n)) => {
-                f(b, off, n);
-                true
-            }
-            None => false,
-        }
+    ) -> Option<usize> {
+        let (peer, payload) = self.srd.peek_data(from, data)?;
+        let head = self.msg.place_target(peer, payload, f)?;
+        Some(data.len() - payload.len() + head)
     }
 
     /// A datagram received after `place_with` said yes: `data` holds its headers
@@ -217,7 +214,7 @@ impl<B: UserBuf> Engine<B> {
         let mut t = self.poll_parts(now, buf)?;
         if let Some(body) = t.body.take() {
             let out = buf.get_mut(t.len..t.len + body.len)?;
-            match self.msg.body(body.token, body.key, body.len) {
+            match self.msg.body(body.peer, body.token, body.key, body.len) {
                 Some((b, off)) => b.read_at(off, out),
                 None => out.fill(0),
             }
@@ -240,7 +237,7 @@ impl<B: UserBuf> Engine<B> {
     ) -> Option<Transmit> {
         let mut t = self.poll_parts(now, buf)?;
         if let Some(b) = t.body {
-            match self.msg.body(b.token, b.key, b.len) {
+            match self.msg.body(b.peer, b.token, b.key, b.len) {
                 Some((ub, off)) => body(ub, off, b.len),
                 None => {
                     buf.get_mut(t.len..t.len + b.len)?.fill(0);

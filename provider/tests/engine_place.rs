@@ -8,38 +8,58 @@
 //! may land outside its receive's range, and a send buffer changed after its
 //! completion must never reach the wire.
 
-use core::cell::RefCell;
 use core::net::SocketAddr;
 use core::time::Duration;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
-use spray::msg::{CompKind, Completion, RecvFlags, RecvOp, SendOp};
+use spray::msg::{CompKind, Completion, RecvFlags, RecvOp, RmaKind, RmaOp, SendOp};
 use spray::rng::Rng;
 use spray::sim::{addr, LinkSpec, Node, Sim};
 use spray::srd::Transmit;
 use spray::time::Instant;
-use spray::{Config, Engine, EpMode, UserBuf};
+use spray::{Config, Engine, EpMode, RmaAccess, RmaTarget, UserBuf};
 
 /// An application buffer the test can still see and change while the engine
-/// holds it (what a C pointer is to the FFI).
+/// holds it (what a C pointer is to the FFI): a window `start..start+len` of
+/// shared memory.
 #[derive(Clone, Debug)]
-struct Shared(Rc<RefCell<Vec<u8>>>);
+struct Shared(Arc<Mutex<Vec<u8>>>, usize, usize);
 
 impl Shared {
     fn new(v: Vec<u8>) -> Self {
-        Shared(Rc::new(RefCell::new(v)))
+        let n = v.len();
+        Shared(Arc::new(Mutex::new(v)), 0, n)
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self.0.lock().unwrap()[self.1..self.1 + self.2].to_vec()
+    }
+    fn fill(&self, x: u8) {
+        self.0.lock().unwrap()[self.1..self.1 + self.2].fill(x);
     }
 }
 
 impl UserBuf for Shared {
     fn len(&self) -> usize {
-        self.0.borrow().len()
+        self.2
     }
     fn read_at(&self, offset: usize, out: &mut [u8]) {
-        out.copy_from_slice(&self.0.borrow()[offset..offset + out.len()]);
+        let at = self.1 + offset;
+        out.copy_from_slice(&self.0.lock().unwrap()[at..at + out.len()]);
     }
     fn write_at(&mut self, offset: usize, data: &[u8]) {
-        self.0.borrow_mut()[offset..offset + data.len()].copy_from_slice(data);
+        let at = self.1 + offset;
+        self.0.lock().unwrap()[at..at + data.len()].copy_from_slice(data);
+    }
+}
+
+/// One registered region (key 5, addresses = offsets) of a target.
+struct Region(Shared);
+
+impl RmaTarget<Shared> for Region {
+    fn resolve(&self, key: u64, addr: u64, len: usize, _a: RmaAccess) -> Option<Shared> {
+        let start = usize::try_from(addr).ok()?;
+        (key == 5 && start.checked_add(len)? <= self.0 .2)
+            .then(|| Shared(self.0 .0.clone(), start, len))
     }
 }
 
@@ -54,25 +74,29 @@ struct Placing {
 
 impl Node for Placing {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        let head = Engine::<Shared>::PLACE_HEAD_LEN;
-        if !self.e.expects_rdata() || data.len() <= head {
+        if !self.e.expects_rdata() {
             self.e.handle_datagram(now, from, data);
             return;
         }
         // What the driver has after a MSG_PEEK of the headers: the headers, and
         // a slot as long as the datagram holding stale bytes after them.
+        let peek = Engine::<Shared>::PLACE_HEAD_LEN.min(data.len());
         let mut slot = vec![0xA5u8; data.len()];
-        slot[..head].copy_from_slice(&data[..head]);
-        let mut placed = false;
-        let ok = self.e.place_with(from, &slot, &mut |b: &Shared, off, n| {
+        slot[..peek].copy_from_slice(&data[..peek]);
+        let mut target = None;
+        let head = self.e.place_with(from, &slot, &mut |b: &Shared, off, n| {
             assert!(off + n <= b.len(), "placement past the buffer");
-            assert!(n <= data.len() - head, "placement longer than the payload");
-            // The kernel's scatter of the real receive.
-            b.0.borrow_mut()[off..off + n].copy_from_slice(&data[head..head + n]);
-            placed = true;
+            target = Some((b.clone(), off, n));
         });
-        assert_eq!(ok, placed);
-        if ok {
+        assert_eq!(head.is_some(), target.is_some());
+        if let (Some(head), Some((b, off, n))) = (head, target) {
+            assert!(head <= peek, "headers longer than what was peeked");
+            assert!(n <= data.len() - head, "placement longer than the payload");
+            // The kernel's scatter of the real receive: headers into the slot,
+            // the payload into the buffer.
+            slot[..head].copy_from_slice(&data[..head]);
+            let mut dst = b.clone();
+            dst.write_at(off, &data[head..head + n]);
             self.placed += 1;
             self.e.handle_placed(now, from, &slot);
         } else {
@@ -224,7 +248,7 @@ fn run(seed: u64, loss: f64, recv_first: bool) {
             assert_eq!(c.kind, CompKind::Send);
             assert!(c.error.is_none(), "seed {seed}: send error {c:?}");
             if let Some(b) = &c.buf {
-                b.0.borrow_mut().fill(0xEE);
+                b.fill(0xEE);
             }
             done[0].push(c);
         }
@@ -247,13 +271,7 @@ fn run(seed: u64, loss: f64, recv_first: bool) {
     for c in &done[1] {
         let i = c.context as usize;
         let want = content(i as u64, sizes[i]);
-        let got = c
-            .buf
-            .as_ref()
-            .expect("receive buffer back")
-            .0
-            .borrow()
-            .clone();
+        let got = c.buf.as_ref().expect("receive buffer back").bytes();
         let fit = sizes[i].min(room[i]);
         assert_eq!(c.len, fit, "seed {seed}: receive {i} length");
         if sizes[i] > room[i] {
@@ -298,6 +316,121 @@ fn zero_copy_paths_deliver_exactly_under_loss_and_reordering() {
             for recv_first in [true, false] {
                 run(seed, loss, recv_first);
             }
+        }
+    }
+}
+
+/// RMA writes and reads of several sizes under loss: write segments after the
+/// first land straight in the target's region, read responses straight in the
+/// initiator's buffer, write sources leave from the initiator's buffer.
+fn run_rma(seed: u64, loss: f64) {
+    let mut sim = net(seed, loss);
+    let region = Shared::new(vec![0u8; 4 << 20]);
+    sim.nodes[1]
+        .e
+        .set_rma_target(Box::new(Region(region.clone())));
+    let p1 = sim.nodes[0].e.peer(addr(1));
+    // (address, length) of each write; each is read back afterwards.
+    let ops = [
+        (0usize, 100_000usize),
+        (200_000, 1 << 20),
+        (1_500_000, 2_000_001),
+        (3_900_000, 40_000),
+    ];
+    let srcs: Vec<Shared> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, n))| Shared::new(content(50 + i as u64, n)))
+        .collect();
+    for (i, &(at, _)) in ops.iter().enumerate() {
+        let op = RmaOp {
+            peer: p1,
+            kind: RmaKind::Write { data: None },
+            buf: srcs[i].clone(),
+            key: 5,
+            addr: at as u64,
+            context: i as u64,
+            report: true,
+        };
+        sim.nodes[0].e.post_rma(op).expect("post write");
+    }
+    let limit = sim.now + Duration::from_secs(60);
+    let mut done = 0;
+    while done < ops.len() {
+        while let Some(c) = sim.nodes[0].e.poll_completion() {
+            assert!(c.error.is_none(), "seed {seed}: write {c:?}");
+            // Complete: the source is the application's again.
+            if let Some(b) = &c.buf {
+                b.fill(0xEE);
+            }
+            done += 1;
+        }
+        assert!(
+            sim.step(limit),
+            "seed {seed}: {done}/{} writes by {:?}",
+            ops.len(),
+            sim.now
+        );
+    }
+    for (i, &(at, n)) in ops.iter().enumerate() {
+        let want = content(50 + i as u64, n);
+        let got = Shared(region.0.clone(), at, n).bytes();
+        assert!(
+            got == want,
+            "seed {seed} loss {loss}: write {i} differs at {:?}",
+            got.iter().zip(&want).position(|(a, b)| a != b)
+        );
+    }
+    let written = sim.nodes[1].placed;
+    let dsts: Vec<Shared> = ops
+        .iter()
+        .map(|&(_, n)| Shared::new(vec![0u8; n]))
+        .collect();
+    for (i, &(at, _)) in ops.iter().enumerate() {
+        let op = RmaOp {
+            peer: p1,
+            kind: RmaKind::Read,
+            buf: dsts[i].clone(),
+            key: 5,
+            addr: at as u64,
+            context: 10 + i as u64,
+            report: true,
+        };
+        sim.nodes[0].e.post_rma(op).expect("post read");
+    }
+    let mut done = 0;
+    while done < ops.len() {
+        while let Some(c) = sim.nodes[0].e.poll_completion() {
+            assert!(c.error.is_none(), "seed {seed}: read {c:?}");
+            done += 1;
+        }
+        assert!(
+            sim.step(limit),
+            "seed {seed}: {done}/{} reads by {:?}",
+            ops.len(),
+            sim.now
+        );
+    }
+    for (i, &(_, n)) in ops.iter().enumerate() {
+        let want = content(50 + i as u64, n);
+        assert!(
+            dsts[i].bytes() == want,
+            "seed {seed} loss {loss}: read {i} differs"
+        );
+    }
+    let read = sim.nodes[0].placed;
+    println!("seed {seed} loss {loss}: {written} write segments and {read} read responses placed, {} bodies", sim.nodes[0].bodies);
+    assert!(
+        written > 0 && read > 0 && sim.nodes[0].bodies > 0,
+        "seed {seed}: a zero-copy RMA path was not taken"
+    );
+}
+
+#[test]
+fn rma_zero_copy_paths_deliver_exactly() {
+    for seed in 1..=3u64 {
+        for &loss in &[0.0, 0.03] {
+            run_rma(seed, loss);
         }
     }
 }

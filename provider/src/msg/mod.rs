@@ -209,7 +209,10 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Where the deferred body of a datagram lies: the send buffer and the byte offset
     /// in it, `None` if its message is gone (`Datagrams::send_with_body`).
-    pub fn body(&self, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
+    pub fn body(&self, peer: PeerId, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
+        if token & TOKEN_CTRL != 0 {
+            return self.rma_body(peer, token, key, len);
+        }
         self.body_of(token, key, len)
     }
 
@@ -233,15 +236,25 @@ impl<B: UserBuf> MsgLayer<B> {
             "rendezvous records waiting for data miscounted"
         );
         self.rndv_placing > 0
+            || !self.rma.out_map.is_empty()
+            || self.rma.target.writes_in_progress()
     }
 
-    /// Where the RDATA payload `payload` (message header first; the bytes after
-    /// it need not be there yet) from `peer` would be written: the receive buffer
-    /// and the byte offset in it, and how many bytes land there (fewer than the
-    /// segment when the receive truncates). `None`: not RDATA of a live matched
-    /// receive (receive it normally).
-    pub fn rdata_target(&self, peer: PeerId, payload: &[u8]) -> Option<(&B, usize, usize)> {
-        self.rdata_target_of(peer, payload)
+    /// Where the payload of `payload` (message header first; the bytes after the
+    /// headers need not be there yet) from `peer` would be written, if it is bulk
+    /// data for a buffer already known: `None` = receive it normally.
+    /// (RDATA of a rendezvous message, READ_RESP of our RMA read, later WRITE
+    /// segments of a peer's RMA write into our registered memory.) With the
+    /// buffer, `f` gets the byte offset in it and how many bytes land there;
+    /// returns how many bytes of `payload` are headers (the payload proper
+    /// starts after them).
+    pub fn place_target(
+        &self,
+        peer: PeerId,
+        payload: &[u8],
+        f: &mut dyn FnMut(&B, usize, usize),
+    ) -> Option<usize> {
+        self.place_target_of(peer, payload, f)
     }
 
     /// An acknowledgement or failure report from the SRD layer.

@@ -308,24 +308,44 @@ impl<B: UserBuf> MsgLayer<B> {
         self.check_done(id);
     }
 
-    /// See `MsgLayer::rdata_target`.
-    pub(crate) fn rdata_target_of(
+    /// See `MsgLayer::place_target`.
+    pub(crate) fn place_target_of(
         &self,
         peer: PeerId,
         payload: &[u8],
-    ) -> Option<(&B, usize, usize)> {
+        f: &mut dyn FnMut(&B, usize, usize),
+    ) -> Option<usize> {
         let pkt = Packet::new_checked(payload).ok()?;
         let repr = Repr::parse(&pkt).ok()?;
-        if repr.ty != MsgType::RData || self.mode != crate::config::EpMode::Rdm {
+        if self.mode != crate::config::EpMode::Rdm {
             return None;
         }
+        let len = payload.len().checked_sub(HEADER_LEN)?;
+        match repr.ty {
+            MsgType::RData => {
+                let (b, at, n) = self.rdata_target_of(peer, &repr, len)?;
+                f(b, at, n);
+                Some(HEADER_LEN)
+            }
+            MsgType::ReadResp => self
+                .rma_read_place(peer, &repr, len, f)
+                .then_some(HEADER_LEN),
+            MsgType::Write => {
+                let head = self.rma_write_place(peer, &repr, &payload[HEADER_LEN..], f)?;
+                Some(HEADER_LEN + head)
+            }
+            _ => None,
+        }
+    }
+
+    /// The receive buffer, offset and byte count for `len` RDATA bytes of `repr`.
+    fn rdata_target_of(&self, peer: PeerId, repr: &Repr, len: usize) -> Option<(&B, usize, usize)> {
         let id = *self.in_map.get(&(peer.0, repr.seq))?;
         let rec = self.ins.get(id).filter(|r| r.rndv)?;
         let Target::Recv { id: rid, base, cap } = rec.target else {
             return None;
         };
         let off = usize::try_from(repr.offset).ok()?;
-        let len = payload.len().checked_sub(HEADER_LEN)?;
         if off >= cap || len == 0 {
             return None;
         }

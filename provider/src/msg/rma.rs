@@ -252,15 +252,37 @@ impl<B: UserBuf> MsgLayer<B> {
                 } else {
                     repr.offset = off as u64;
                     repr.data = *data;
-                    let len = HEADER_LEN + RMA_SUB_LEN + n;
-                    dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
-                        if repr.emit_into(b) && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]) {
-                            if let Some(dst) = b.get_mut(HEADER_LEN + RMA_SUB_LEN..) {
-                                buf.read_at(off, dst);
+                    let head = HEADER_LEN + RMA_SUB_LEN;
+                    if n >= super::send::DEFER_MIN_BYTES && dg.supports_body() {
+                        // Straight from the application's buffer, which stays
+                        // valid until the target's WRITE_DONE, i.e. until every
+                        // byte arrived (a resend after that finds the op gone and
+                        // carries zeros the target drops as a duplicate).
+                        dg.send_with_body(
+                            p,
+                            token(m.id),
+                            head,
+                            &mut |b: &mut [u8]| {
+                                if repr.emit_into(b) {
+                                    (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+                                }
+                            },
+                            off as u64,
+                            n,
+                        )
+                        .map(|()| n)
+                    } else {
+                        dg.send(p, token(m.id), head + n, &mut |b: &mut [u8]| {
+                            if repr.emit_into(b)
+                                && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..])
+                            {
+                                if let Some(dst) = b.get_mut(head..) {
+                                    buf.read_at(off, dst);
+                                }
                             }
-                        }
-                    })
-                    .map(|()| n)
+                        })
+                        .map(|()| n)
+                    }
                 }
             }
             RmaKind::Read => {
@@ -389,6 +411,56 @@ impl<B: UserBuf> MsgLayer<B> {
         slot
     }
 
+    /// The buffer and offset of the deferred body `key` (a byte offset) of the RMA
+    /// datagram `token` to `peer`: a WRITE segment's source bytes.
+    pub(crate) fn rma_body(
+        &self,
+        peer: PeerId,
+        token: u64,
+        key: u64,
+        len: usize,
+    ) -> Option<(&B, usize)> {
+        if token & TOKEN_RMA == 0 || token & (TOKEN_RMA_REPLY | TOKEN_RMA_ABORT) != 0 {
+            return None;
+        }
+        let slot = *self.rma.out_map.get(&(peer.0, token as u32))?;
+        let m = self.rma.outs.get(slot)?;
+        if !matches!(m.op.kind, RmaKind::Write { .. }) {
+            return None;
+        }
+        let off = usize::try_from(key).ok()?;
+        (off.checked_add(len)? <= m.op.buf.len()).then_some((&m.op.buf, off))
+    }
+
+    /// Where `len` READ_RESP bytes of our read `repr.seq` go: `f(buf, offset,
+    /// len)`; false if they do not belong to a live read (receive normally).
+    pub(crate) fn rma_read_place(
+        &self,
+        peer: PeerId,
+        repr: &Repr,
+        len: usize,
+        f: &mut dyn FnMut(&B, usize, usize),
+    ) -> bool {
+        let Some(m) = self
+            .rma
+            .out_map
+            .get(&(peer.0, repr.seq))
+            .and_then(|&slot| self.rma.outs.get(slot))
+        else {
+            return false;
+        };
+        let off = repr.offset as usize;
+        if !matches!(m.op.kind, RmaKind::Read)
+            || repr.total != m.len as u64
+            || len == 0
+            || off.checked_add(len).is_none_or(|end| end > m.len)
+        {
+            return false;
+        }
+        f(&m.op.buf, off, len);
+        true
+    }
+
     /// A reply from the target of our op `repr.seq`: WRITE_DONE, RMA_NAK, READ_RESP or
     /// ATOMIC_RESP.
     pub(crate) fn rma_on_reply(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {
@@ -411,7 +483,9 @@ impl<B: UserBuf> MsgLayer<B> {
                 if repr.total != m.len as u64 || off + data.len() > m.len {
                     false
                 } else {
-                    m.op.buf.write_at(off, data);
+                    if !self.placed {
+                        m.op.buf.write_at(off, data);
+                    }
                     m.arrived += data.len();
                     if m.arrived < m.len {
                         return;

@@ -77,6 +77,11 @@ impl<B> TargetState<B> {
         }
     }
 
+    /// Is some peer's multi-segment write under way (bytes still to come)?
+    pub(crate) fn writes_in_progress(&self) -> bool {
+        !self.writes.is_empty()
+    }
+
     fn resolve(&self, key: u64, addr: u64, off: usize, len: usize, a: RmaAccess) -> Option<B>
     where
         B: UserBuf,
@@ -93,6 +98,38 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Install the resolver of remote keys.
     pub(crate) fn rma_set_target(&mut self, t: Box<dyn RmaTarget<B>>) {
         self.rma.target.resolver = Some(t);
+    }
+
+    /// Where the bytes of a later segment of `peer`'s write `repr.seq` go (the
+    /// first one sets the write up through the normal path): `f(region, 0, n)`
+    /// with the resolved region; returns the sub-header length, `None` to receive
+    /// normally. `data` = the bytes after the message header (sub-header first).
+    pub(crate) fn rma_write_place(
+        &self,
+        peer: PeerId,
+        repr: &Repr,
+        data: &[u8],
+        f: &mut dyn FnMut(&B, usize, usize),
+    ) -> Option<usize> {
+        let (sub, bytes) = RmaSub::parse(data).ok()?;
+        let (total, off) = (
+            usize::try_from(repr.total).ok()?,
+            usize::try_from(repr.offset).ok()?,
+        );
+        let w = self.rma.target.writes.get(&(peer.0, repr.seq))?;
+        if w.total != total
+            || w.refused
+            || bytes.is_empty()
+            || off.checked_add(bytes.len())? > total
+        {
+            return None;
+        }
+        let b = self
+            .rma
+            .target
+            .resolve(sub.key, sub.addr, off, bytes.len(), RmaAccess::Write)?;
+        f(&b, 0, bytes.len());
+        Some(crate::wire::msg::RMA_SUB_LEN)
     }
 
     /// An RMA datagram from `peer` (any of the types 7..=14).
@@ -152,9 +189,13 @@ impl<B: UserBuf> MsgLayer<B> {
             self.rma.stats.stray += 1;
             return;
         }
+        let placed = self.placed;
         let refused = match t.resolve(sub.key, sub.addr, off, bytes.len(), RmaAccess::Write) {
             Some(mut b) => {
-                b.write_at(0, bytes);
+                // Placed: the bytes are in the region already (`rma_write_place`).
+                if !placed {
+                    b.write_at(0, bytes);
+                }
                 false
             }
             None => true,

@@ -21,7 +21,7 @@ pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
 
 /// Rendezvous segments at least this long are sent with a deferred body
 /// (`Datagrams::send_with_body`) instead of being copied when queued, bytes.
-const DEFER_MIN_BYTES: usize = 2048;
+pub(crate) const DEFER_MIN_BYTES: usize = 2048;
 
 /// How a message travels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -256,6 +256,7 @@ impl Peer {
         // the head is copied here; a deferred body is appended by the caller.
         let head = len - slot.body_len;
         let body = (slot.body_len > 0).then_some(crate::dgram::Body {
+            peer: self.id,
             token: slot.token,
             key: slot.body_key,
             len: slot.body_len,
