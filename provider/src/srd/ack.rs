@@ -53,6 +53,12 @@ impl Peer {
             Some(u32::from(ack.credit))
         };
         self.tx.credit_heard = true;
+        self.credit_heard_at = now;
+        if self.tx.credit != Some(0) {
+            self.timers.stop(Timer::Credit);
+            self.credit_probes = 0;
+            self.credit_probe_due = false;
+        }
         if acked_bytes > 0 {
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;

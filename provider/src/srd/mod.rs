@@ -168,6 +168,11 @@ impl Srd {
             if peer.timers.due(Timer::Rto, now) {
                 peer.on_rto(&mut ctx, now);
             }
+            if peer.timers.due(Timer::Credit, now) {
+                // Held at 0 credit too long: probe (poll_transmit re-arms).
+                peer.timers.stop(Timer::Credit);
+                peer.credit_probe_due = peer.tx.credit == Some(0) && peer.tx.busy();
+            }
             peer.update_timers(ctx.p);
         }
     }
@@ -185,6 +190,7 @@ impl Srd {
             let (peer, mut ctx) = self.split(i);
             if peer.tx.idle_until_poll {
                 peer.tx.idle_until_poll = false;
+                peer.expire_credit(&ctx, now);
                 peer.tx.last_progress = now;
                 peer.update_timers(ctx.p);
             }

@@ -3,6 +3,7 @@
 
 use core::net::SocketAddr;
 
+use super::peer::Peer;
 use super::rx::Arrival;
 use super::timer::Timer;
 use super::Srd;
@@ -13,11 +14,53 @@ use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED};
 /// A sender is active if it sent us new data this recently, ns.
 const ACTIVE_NS: u64 = 1_000_000;
 
+/// A sender that said it has more to send (flag MORE) counts as waiting for
+/// this long without news from it, ns (waiting senders probe more often).
+const WANT_NS: u64 = 50_000_000;
+
+/// Scheduled mode: packets an admitted sender delivers before its slot goes
+/// to the sender waiting longest (it queues again if it has more).
+const QUANTUM_PACKETS: u32 = 8;
+
+/// Scheduled mode: an admitted sender silent this long loses its slot, ns.
+const RECLAIM_NS: u64 = 8_000_000;
+
+impl Peer {
+    /// Receiver side: does this sender wait to send more (flag MORE, recent)?
+    pub(crate) fn rx_wanting(&self, now: Instant) -> bool {
+        self.rx_more && now.saturating_since(self.rx_more_at).as_nanos() < u128::from(WANT_NS)
+    }
+
+    /// Receiver side: note the sender's MORE flag from a new DATA or a PROBE
+    /// at `now`. Returns whether the sender yields its scheduled slot.
+    fn rx_note_more(&mut self, more: bool, data: bool, now: Instant) -> bool {
+        if more && !self.rx_wanting(now) {
+            self.rx_wait_since = now;
+        }
+        self.rx_more = more;
+        self.rx_more_at = now;
+        if !(data && self.rx_admitted) {
+            return false;
+        }
+        self.rx_admit_used += 1;
+        self.rx_admit_at = now;
+        if !more || self.rx_admit_used >= QUANTUM_PACKETS {
+            self.rx_admitted = false;
+            self.rx_wait_since = now;
+            return true;
+        }
+        false
+    }
+}
+
 impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
     /// one active sender; with several, `credit_budget` packets beyond their
     /// cumulative acks shared among them (at least one each). A sender is
-    /// active if it sent us new data in the last `ACTIVE_NS`.
+    /// active if it sent us new data in the last `ACTIVE_NS`. When more
+    /// senders want to send than the budget has packets, the share would
+    /// overcommit the budget (1-packet floor each): the receiver schedules
+    /// instead (`credit` 0 = scheduled mode), see `admit`.
     pub(crate) fn update_credit(&mut self, now: Instant) {
         const REFRESH_NS: u64 = 50_000;
         if !self.recount
@@ -29,19 +72,70 @@ impl Srd {
         }
         self.credit_at = Some(now);
         self.recount = false;
-        let active = self
-            .peers
-            .iter()
-            .filter(|p| {
-                p.rx_last_data
-                    .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS))
-            })
-            .count() as u32;
+        let (mut active, mut demand) = (0u32, 0u32);
+        for p in &self.peers {
+            let recent = p
+                .rx_last_data
+                .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS));
+            active += u32::from(recent);
+            demand += u32::from(recent || p.rx_wanting(now));
+        }
+        if demand > self.p.credit_budget {
+            self.credit = 0;
+            self.reclaim(now);
+            self.admit(now);
+            return;
+        }
+        if self.credit == 0 {
+            // Leaving scheduled mode: the senders held at 0 learn their
+            // share from an ack at once instead of their next credit probe.
+            for p in &mut self.peers {
+                if !p.rx_admitted && p.rx_wanting(now) {
+                    p.rx.ack_now = true;
+                }
+                p.rx_admitted = false;
+            }
+        }
         self.credit = if active <= 1 {
             CREDIT_UNLIMITED
         } else {
             (self.p.credit_budget / active).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
         };
+    }
+
+    /// Scheduled mode: hand the budget's free slots (one packet each) to the
+    /// senders that wait longest; each new grant leaves in a pure ACK at once.
+    fn admit(&mut self, now: Instant) {
+        let mut n = self.peers.iter().filter(|p| p.rx_admitted).count() as u32;
+        while n < self.p.credit_budget {
+            let next = self
+                .peers
+                .iter_mut()
+                .filter(|p| !p.rx_admitted && p.rx_wanting(now) && p.rx.any)
+                .min_by_key(|p| p.rx_wait_since);
+            let Some(p) = next else {
+                break;
+            };
+            p.rx_admitted = true;
+            p.rx_admit_at = now;
+            p.rx_admit_used = 0;
+            p.rx.ack_now = true;
+            n += 1;
+        }
+    }
+
+    /// Scheduled mode: take the slot back from an admitted sender that sent
+    /// nothing for `RECLAIM_NS` (its grant or its data was lost, or it has
+    /// nothing left); it queues again behind the others.
+    fn reclaim(&mut self, now: Instant) {
+        for p in &mut self.peers {
+            if p.rx_admitted
+                && now.saturating_since(p.rx_admit_at).as_nanos() >= u128::from(RECLAIM_NS)
+            {
+                p.rx_admitted = false;
+                p.rx_wait_since = now;
+            }
+        }
     }
 
     /// A UDP datagram arrived from `from` (source IP and port). Returns the
@@ -64,7 +158,7 @@ impl Srd {
         }
         let addr = SocketAddr::new(from.ip(), h.src_port);
         let id = self.peer(addr);
-        if h.ty == PacketType::Data {
+        if h.ty == PacketType::Data || h.ty == PacketType::Probe {
             self.update_credit(now);
         }
         let my_epoch = self.p.epoch;
@@ -102,6 +196,15 @@ impl Srd {
             PacketType::Reset | PacketType::Ack => None,
             PacketType::Probe => {
                 peer.rx.ack_now = true;
+                if h.flags & flags::MORE != 0 && peer.rx.any {
+                    // A sender held at 0 credit asks to be scheduled (or
+                    // its grant was lost: the ack repeats it).
+                    let fresh = !peer.rx_wanting(now);
+                    peer.rx_note_more(true, false, now);
+                    if fresh {
+                        *ctx.recount = true;
+                    }
+                }
                 None
             }
             PacketType::Data => {
@@ -128,10 +231,16 @@ impl Srd {
                             );
                         }
                         ctx.stats.rx_delivered += 1;
-                        if !was_active {
+                        let was_wanting = peer.rx_wanting(now);
+                        let more = h.flags & flags::MORE != 0;
+                        let yielded = peer.rx_note_more(more, true, now);
+                        if !was_active || (more && !was_wanting) {
                             // The set of active senders grew: recount the
                             // fair share before the next ack leaves.
                             *ctx.recount = true;
+                        }
+                        if yielded && ctx.credit == 0 {
+                            self.admit(now);
                         }
                         Some((id, pkt.payload_ref()))
                     }
