@@ -30,6 +30,14 @@ fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(budget);
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let senders = env("SPRAY_SENDERS", senders as u64) as usize;
+    let per_sender = env("SPRAY_PACKETS", per_sender);
     let size = 1400usize;
     let rate = 25_000_000u64; // 200 Mbit/s into the receiver
     let one_way = Duration::from_micros(20);

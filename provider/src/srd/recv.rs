@@ -57,7 +57,8 @@ impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
     /// one active sender; with several, `credit_budget` packets beyond their
     /// cumulative acks shared among them (at least one each). A sender is
-    /// active if it sent us new data in the last `ACTIVE_NS`. When more
+    /// active if it sent us new data in the last `ACTIVE_NS`, or said it has
+    /// more (flag MORE) in the last `WANT_NS`. When more
     /// senders want to send than the budget has packets, the share would
     /// overcommit the budget (1-packet floor each): the receiver schedules
     /// instead (`credit` 0 = scheduled mode), see `admit`.
@@ -96,10 +97,15 @@ impl Srd {
                 p.rx_admitted = false;
             }
         }
-        self.credit = if active <= 1 {
+        // The share counts every sender that still has data (MORE), not only
+        // those heard in the last 1 ms: held to a packet or two with a
+        // queue-long RTT, a sender is heard less often than that, and
+        // undercounting overcommits the budget.
+        let n = active.max(demand);
+        self.credit = if n <= 1 {
             CREDIT_UNLIMITED
         } else {
-            (self.p.credit_budget / active).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
+            (self.p.credit_budget / n).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
         };
     }
 
