@@ -141,6 +141,7 @@ impl Peer {
             fp.on_acked(first_path.1, first_sent);
             fp.on_rtt(now.saturating_since(first_sent).as_nanos() as u64 - delay.min(elapsed));
         }
+        let fan_in = self.fan_in_limited();
         let p = &mut self.paths.paths[usize::from(path)];
         if sends == 1 {
             // `delay_us` is exact for `recent` only; every other packet of this
@@ -151,6 +152,20 @@ impl Peer {
             let sample = elapsed.saturating_sub(delay).max(1);
             p.on_rtt(sample);
             if psn == ack.recent {
+                self.on_rtt(sample);
+            }
+        } else if psn == ack.recent && self.srtt_ns != 0 && fan_in {
+            // Resent (Karn: no exact sample). Measured from the first send it
+            // is an upper bound of the RTT; under fan-in use it only to raise
+            // the estimate: when every packet gets probed spuriously (the RTT
+            // outgrew the probe timeout in a queue of many senders and their
+            // copies), no exact sample would ever come and the probes would
+            // go on feeding the queue.
+            let sample = now
+                .saturating_since(first_sent)
+                .as_nanos()
+                .saturating_sub(u128::from(delay)) as u64;
+            if sample > self.srtt_ns + 4 * self.rttvar_ns {
                 self.on_rtt(sample);
             }
         } else if psn == ack.recent && self.srtt_ns == 0 {

@@ -57,6 +57,8 @@ pub struct Srd {
     credit_at: Option<Instant>,
     /// The set of active senders grew: recompute `credit` now.
     recount: bool,
+    /// The receiver's effective credit budget (see `recv::Budget`).
+    budget: recv::Budget,
 }
 
 impl Srd {
@@ -91,6 +93,7 @@ impl Srd {
         };
         Srd {
             pool: pool::Pool::new(max_payload),
+            budget: recv::Budget::new(p.credit_budget),
             p,
             peers: Vec::new(),
             by_addr: HashMap::new(),

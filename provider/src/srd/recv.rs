@@ -25,6 +25,64 @@ const QUANTUM_PACKETS: u32 = 8;
 /// Scheduled mode: an admitted sender silent this long loses its slot, ns.
 const RECLAIM_NS: u64 = 8_000_000;
 
+/// Effective budget: a cut at most once per loss episode, ns.
+const BUDGET_HOLD_NS: u64 = 10_000_000;
+/// Effective budget: grows back by one packet per this long without a cut, ns.
+const BUDGET_GROW_NS: u64 = 20_000_000;
+/// Effective budget: never cut below this many packets (nor the configured).
+const BUDGET_MIN: u32 = 32;
+
+/// The receiver's effective credit budget, packets: the configured one
+/// (`rx_credit_packets`), cut by a quarter when retransmissions arrive
+/// while several senders share it (the buffer in front of us is smaller
+/// than budget minus BDP: every round trip would lose the excess, repaired
+/// one tail probe at a time), and grown back by one packet per
+/// `BUDGET_GROW_NS`. The floor keeps random loss from starving the senders.
+#[derive(Clone, Debug)]
+pub(crate) struct Budget {
+    /// Packets now.
+    pub packets: u32,
+    /// Last cut.
+    cut_at: Option<Instant>,
+    /// Last growth step (or cut).
+    grown_at: Instant,
+}
+
+impl Budget {
+    /// The configured budget, uncut.
+    pub fn new(max: u32) -> Self {
+        Budget {
+            packets: max,
+            cut_at: None,
+            grown_at: Instant::ZERO,
+        }
+    }
+
+    /// A retransmission arrived while several senders share the budget.
+    fn on_repair(&mut self, now: Instant, max: u32) {
+        if self
+            .cut_at
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(BUDGET_HOLD_NS))
+        {
+            return;
+        }
+        self.packets = (self.packets - self.packets / 4).max(BUDGET_MIN.min(max));
+        self.cut_at = Some(now);
+        self.grown_at = now;
+    }
+
+    /// Grow back towards `max`.
+    fn grow(&mut self, now: Instant, max: u32) {
+        if self.packets >= max {
+            self.packets = max;
+            self.grown_at = now;
+        } else if now.saturating_since(self.grown_at).as_nanos() >= u128::from(BUDGET_GROW_NS) {
+            self.packets += 1;
+            self.grown_at = now;
+        }
+    }
+}
+
 impl Peer {
     /// Receiver side: does this sender wait to send more (flag MORE, recent)?
     pub(crate) fn rx_wanting(&self, now: Instant) -> bool {
@@ -81,7 +139,8 @@ impl Srd {
             active += u32::from(recent);
             demand += u32::from(recent || p.rx_wanting(now));
         }
-        if demand > self.p.credit_budget {
+        self.budget.grow(now, self.p.credit_budget);
+        if demand > self.budget.packets {
             self.credit = 0;
             self.reclaim(now);
             self.admit(now);
@@ -105,7 +164,7 @@ impl Srd {
         self.credit = if n <= 1 {
             CREDIT_UNLIMITED
         } else {
-            (self.p.credit_budget / n).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
+            (self.budget.packets / n).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
         };
     }
 
@@ -113,7 +172,7 @@ impl Srd {
     /// senders that wait longest; each new grant leaves in a pure ACK at once.
     fn admit(&mut self, now: Instant) {
         let mut n = self.peers.iter().filter(|p| p.rx_admitted).count() as u32;
-        while n < self.p.credit_budget {
+        while n < self.budget.packets {
             let next = self
                 .peers
                 .iter_mut()
@@ -245,8 +304,13 @@ impl Srd {
                             // fair share before the next ack leaves.
                             *ctx.recount = true;
                         }
+                        let shared = ctx.credit != CREDIT_UNLIMITED;
                         if yielded && ctx.credit == 0 {
                             self.admit(now);
+                        }
+                        if shared && h.flags & flags::RETRANSMIT != 0 {
+                            self.budget.on_repair(now, self.p.credit_budget);
+                            self.stats.budget_after_cut = u64::from(self.budget.packets);
                         }
                         Some((id, pkt.payload_ref()))
                     }
