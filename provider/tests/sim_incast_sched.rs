@@ -52,6 +52,7 @@ fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
         .collect();
     let mut spec = LinkSpec::ideal(one_way);
     spec.bandwidth = 125_000_000; // 1 Gbit/s edges (veth: fast)
+    spec.jitter = Duration::from_micros(5); // host scheduling; varies by seed
     let mut sim = Sim::new(seed, nodes, vec![spec; usize::from(paths)]);
     let mut b = LinkSpec::ideal(Duration::ZERO);
     b.bandwidth = rate;
@@ -64,8 +65,10 @@ fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
     let warm = |sim: &Sim<SrdNode>| (0..senders).all(|s| sim.nodes[s].acked().count() == 1);
     assert!(sim.run_until(Instant::from_nanos(100_000_000), warm));
     // The burst starts later, at a common instant.
-    let start = sim.now + Duration::from_millis(5);
-    sim.run_until(start, |_| false);
+    let idle_until = sim.now + Duration::from_millis(5);
+    sim.run_until(idle_until, |_| false);
+    // (`run_until` may stop at the last event before the limit.)
+    let start = sim.now;
     let base: Vec<(u64, u64, u64)> = (0..senders)
         .map(|s| {
             let x = sim.nodes[s].srd.stats();
@@ -172,4 +175,15 @@ fn incast_64_small_buffer_seeds() {
         let r = trial(seed, 64, 24, 32);
         assert_ok(seed, &r);
     }
+}
+
+/// The default budget (64) overcommits this 44-packet buffer: the receiver
+/// cuts its effective budget on the first repairs (to 48, then scheduled
+/// mode), so only the first round trips lose packets. Before the zero
+/// grants, fan-in timers and budget cuts: 778 RTOs and 1.76x ideal.
+#[test]
+fn incast_64_default_budget_adapts() {
+    let r = trial(7, 64, 47, 64);
+    assert!(r.max_fct_ratio <= 1.2, "seed 7: {r:?}");
+    assert!(r.timeouts <= 16, "seed 7: {r:?}");
 }
