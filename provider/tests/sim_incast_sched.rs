@@ -25,7 +25,7 @@ struct Trial {
     drops: u64,
 }
 
-fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
+fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32, rto_bar: u64) -> Trial {
     let budget = std::env::var("SPRAY_BUDGET")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -82,7 +82,7 @@ fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
     }
     if std::env::var("SPRAY_VERBOSE").is_ok() {
         for k in 1..=40u64 {
-            sim.run_until(start + Duration::from_micros(500 * k), |_| false);
+            sim.run_until(start + Duration::from_micros(5000 * k), |_| false);
             let drops = sim.bottleneck[rx].as_ref().map_or(0, |l| l.stats.overflow);
             let inflight: u64 = (0..senders)
                 .map(|s| sim.nodes[s].srd.bytes_in_flight(spray::PeerId(0)) / 1400)
@@ -99,10 +99,10 @@ fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
                 .as_ref()
                 .map_or(0, |l| l.queued_bytes(sim.now))
                 / 1448;
-            let dup = sim.nodes[rx].srd.stats().rx_duplicates;
+            let dup = sim.nodes[rx].srd.stats().budget_after_cut;
             eprintln!(
-                "t {:.1} ms q {q} dup {dup} drops {drops} inflight {inflight} rto {to} tlp {tlp} spurious {cp} s0: {}",
-                k as f64 / 2.0,
+                "t {:.1} ms q {q} budget {dup} drops {drops} inflight {inflight} rto {to} tlp {tlp} spurious {cp} s0: {}",
+                k as f64 * 5.0,
                 sim.nodes[0].srd.debug_peer(spray::PeerId(0))
             );
         }
@@ -140,13 +140,15 @@ fn trial(seed: u64, senders: usize, per_sender: u64, budget: u32) -> Trial {
     };
     println!("incast {senders}x{per_sender} budget {budget} seed {seed}: {r:?}");
     spray::sim::check::row(
-        &format!("testbed-like incast {senders}x{per_sender} pkts, 200 Mbit/s, 64 KiB buffer"),
+        &format!(
+            "testbed-like incast {senders}x{per_sender} pkts, 200 Mbit/s, 64 KiB buffer, budget {budget}"
+        ),
         &format!(
             "max FCT {:.3}x ideal; RTO {timeouts}, TLP {tail_probes}, retx {retransmits}, drops {drops}",
             r.max_fct_ratio
         ),
-        "<= 1.2x; 0 RTO",
-        r.max_fct_ratio <= 1.2 && timeouts == 0,
+        &format!("<= 1.2x; <= {rto_bar} RTO"),
+        r.max_fct_ratio <= 1.2 && timeouts <= rto_bar,
     );
     r
 }
@@ -158,13 +160,13 @@ fn assert_ok(seed: u64, r: &Trial) {
 
 #[test]
 fn incast_32_small_buffer_no_rto() {
-    let r = trial(5, 32, 47, 32);
+    let r = trial(5, 32, 47, 32, 0);
     assert_ok(5, &r);
 }
 
 #[test]
 fn incast_64_small_buffer_no_rto() {
-    let r = trial(7, 64, 47, 32);
+    let r = trial(7, 64, 47, 32, 0);
     assert_ok(7, &r);
 }
 
@@ -172,7 +174,7 @@ fn incast_64_small_buffer_no_rto() {
 #[test]
 fn incast_64_small_buffer_seeds() {
     for seed in 100..104 {
-        let r = trial(seed, 64, 24, 32);
+        let r = trial(seed, 64, 24, 32, 0);
         assert_ok(seed, &r);
     }
 }
@@ -183,7 +185,7 @@ fn incast_64_small_buffer_seeds() {
 /// grants, fan-in timers and budget cuts: 778 RTOs and 1.76x ideal.
 #[test]
 fn incast_64_default_budget_adapts() {
-    let r = trial(7, 64, 47, 64);
+    let r = trial(7, 64, 47, 64, 16);
     assert!(r.max_fct_ratio <= 1.2, "seed 7: {r:?}");
     assert!(r.timeouts <= 16, "seed 7: {r:?}");
 }

@@ -26,9 +26,12 @@ const QUANTUM_PACKETS: u32 = 8;
 const RECLAIM_NS: u64 = 8_000_000;
 
 /// Effective budget: a cut at most once per loss episode, ns.
-const BUDGET_HOLD_NS: u64 = 10_000_000;
+const BUDGET_HOLD_NS: u64 = 4_000_000;
 /// Effective budget: grows back by one packet per this long without a cut, ns.
 const BUDGET_GROW_NS: u64 = 20_000_000;
+/// Effective budget: after a cut from n packets, growth stops below n for
+/// this long (the loss showed where the buffer ends), ns.
+const BUDGET_CEILING_NS: u64 = 2_000_000_000;
 /// Effective budget: never cut below this many packets (nor the configured).
 const BUDGET_MIN: u32 = 32;
 
@@ -46,6 +49,8 @@ pub(crate) struct Budget {
     cut_at: Option<Instant>,
     /// Last growth step (or cut).
     grown_at: Instant,
+    /// Budget at the last cut: growth stays below it for `BUDGET_CEILING_NS`.
+    cut_from: u32,
 }
 
 impl Budget {
@@ -55,6 +60,7 @@ impl Budget {
             packets: max,
             cut_at: None,
             grown_at: Instant::ZERO,
+            cut_from: max,
         }
     }
 
@@ -66,15 +72,24 @@ impl Budget {
         {
             return;
         }
+        self.cut_from = self.packets;
         self.packets = (self.packets - self.packets / 4).max(BUDGET_MIN.min(max));
         self.cut_at = Some(now);
         self.grown_at = now;
     }
 
-    /// Grow back towards `max`.
+    /// Grow back towards `max` (below the last cut's level for a while).
     fn grow(&mut self, now: Instant, max: u32) {
+        let recent_cut = self
+            .cut_at
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(BUDGET_CEILING_NS));
+        let max = if recent_cut {
+            max.min(self.cut_from.saturating_sub(1))
+        } else {
+            max
+        };
         if self.packets >= max {
-            self.packets = max;
+            self.packets = self.packets.min(max.max(BUDGET_MIN));
             self.grown_at = now;
         } else if now.saturating_since(self.grown_at).as_nanos() >= u128::from(BUDGET_GROW_NS) {
             self.packets += 1;
@@ -172,6 +187,21 @@ impl Srd {
     /// senders that wait longest; each new grant leaves in a pure ACK at once.
     fn admit(&mut self, now: Instant) {
         let mut n = self.peers.iter().filter(|p| p.rx_admitted).count() as u32;
+        // The budget was cut: the latest admitted give their slots back
+        // (their next ack says 0).
+        while n > self.budget.packets {
+            let last = self
+                .peers
+                .iter_mut()
+                .filter(|p| p.rx_admitted)
+                .max_by_key(|p| p.rx_admit_at);
+            let Some(p) = last else {
+                break;
+            };
+            p.rx_admitted = false;
+            p.rx_wait_since = now;
+            n -= 1;
+        }
         while n < self.budget.packets {
             let next = self
                 .peers
