@@ -115,6 +115,11 @@ pub struct Peer {
     /// PSN the tail-loss probe resends: it goes out regardless of window and
     /// credit (with everything in flight lost, nothing else would).
     pub tlp_psn: Option<u32>,
+    /// PSN just queued for resending by `hedge_slow_tail`: it goes on a
+    /// fast path.
+    pub hedge_psn: Option<u32>,
+    /// PSNs moved off a slow path and not yet acked (at most 64).
+    pub hedged: Vec<u32>,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -172,6 +177,8 @@ impl Peer {
             last_data_sent: Instant::ZERO,
             tlp_count: 0,
             tlp_psn: None,
+            hedge_psn: None,
+            hedged: Vec::new(),
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,

@@ -171,6 +171,12 @@ impl Peer {
             h.flags = flags::MORE;
             return self.finish(ctx, h, buf, None);
         }
+        if self.tx.next_send == self.tx.next_psn
+            && self.tx.retx.is_empty()
+            && self.tx.pkts_in_flight > 0
+        {
+            self.hedge_slow_tail(ctx, now);
+        }
         let window = self.cc.window();
         // Retransmissions first: they bypass pacing but respect the window.
         while let Some(&psn) = self.tx.retx.front() {
@@ -190,7 +196,11 @@ impl Peer {
             }
             self.tx.retx.pop_front();
             let old_path = self.tx.slot(psn).path;
-            let (path, _) = self.paths.pick(now, Some(old_path));
+            let (path, _) = if self.hedge_psn.take() == Some(psn) {
+                self.paths.pick_fast(now, old_path)
+            } else {
+                self.paths.pick(now, Some(old_path))
+            };
             ctx.stats.retransmits += 1;
             let more = if self.has_more() { flags::MORE } else { 0 };
             return Some(self.send_data(
