@@ -26,7 +26,7 @@ const UNSAMPLED_PTO_NS: u64 = 200_000;
 /// least this many `min_rto`s...
 const FAN_IN_TLP_MINS: u64 = 2;
 /// ... and the retransmission timer at least this many.
-const FAN_IN_RTO_MINS: u64 = 8;
+const FAN_IN_RTO_MINS: u64 = 16;
 
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
