@@ -25,7 +25,10 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
         .map(|i| {
             let mut c = config(i, paths, 100 + i as u32);
             c.initial_window = initial_window;
-            c.rx_credit_packets = initial_window;
+            // The budget must cover this link's BDP (43 packets) whatever
+            // the initial window: with zero grants, 64 senders under a
+            // budget of 4 would get 4 packets in flight in all.
+            c.rx_credit_packets = 64;
             SrdNode::new(&c)
         })
         .collect();

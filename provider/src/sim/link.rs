@@ -110,6 +110,12 @@ impl Link {
         }
     }
 
+    /// Bytes waiting in the queue at `now` (not yet serialised).
+    pub fn queued_bytes(&self, now: Instant) -> u64 {
+        let ns = self.busy_until.saturating_since(now).as_nanos() as u64;
+        (u128::from(ns) * u128::from(self.spec.bandwidth) / 1_000_000_000) as u64
+    }
+
     /// Offer a packet of `len` bytes at `now`: the arrival times at the far
     /// end (0, 1 or 2 copies; `None` = no copy).
     pub fn offer(&mut self, rng: &mut Rng, now: Instant, len: usize) -> [Option<Instant>; 2] {

@@ -11,6 +11,9 @@ use crate::dgram::DgramEvent;
 use crate::time::Instant;
 use crate::wire::srd::{sack_word, AckRepr, CREDIT_UNLIMITED};
 
+/// Hedged PSNs remembered for the RTT correction of their slow path.
+const MAX_HEDGED: usize = 64;
+
 /// Later packets acked on the same path that declare an earlier one lost.
 const REORDER_PACKETS: u64 = 3;
 
@@ -53,6 +56,12 @@ impl Peer {
             Some(u32::from(ack.credit))
         };
         self.tx.credit_heard = true;
+        self.credit_heard_at = now;
+        if self.tx.credit != Some(0) {
+            self.timers.stop(Timer::Credit);
+            self.credit_probes = 0;
+            self.credit_probe_due = false;
+        }
         if acked_bytes > 0 {
             self.rto_fired = None;
             self.tx.delivered += acked_bytes;
@@ -143,6 +152,7 @@ impl Peer {
             fp.on_acked(first_path.1, first_sent);
             fp.on_rtt(now.saturating_since(first_sent).as_nanos() as u64 - delay.min(elapsed));
         }
+        let fan_in = self.fan_in_limited();
         let p = &mut self.paths.paths[usize::from(path)];
         if sends == 1 {
             // `delay_us` is exact for `recent` only; every other packet of this
@@ -155,6 +165,20 @@ impl Peer {
             if psn == ack.recent {
                 self.on_rtt(sample);
             }
+        } else if psn == ack.recent && self.srtt_ns != 0 && fan_in {
+            // Resent (Karn: no exact sample). Measured from the first send it
+            // is an upper bound of the RTT; under fan-in use it only to raise
+            // the estimate: when every packet gets probed spuriously (the RTT
+            // outgrew the probe timeout in a queue of many senders and their
+            // copies), no exact sample would ever come and the probes would
+            // go on feeding the queue.
+            let sample = now
+                .saturating_since(first_sent)
+                .as_nanos()
+                .saturating_sub(u128::from(delay)) as u64;
+            if sample > self.srtt_ns + 4 * self.rttvar_ns {
+                self.on_rtt(sample);
+            }
         } else if psn == ack.recent && self.srtt_ns == 0 {
             // Every packet so far was resent (e.g. a first flight lost in an
             // incast): bootstrap the RTT from the resend just acked, or the
@@ -164,6 +188,20 @@ impl Peer {
             if sample >= 1000 {
                 p.on_rtt(sample);
                 self.on_rtt(sample);
+            }
+        }
+        if sends > 1 && !self.hedged.is_empty() {
+            if let Some(k) = self.hedged.iter().position(|&x| x == psn) {
+                self.hedged.swap_remove(k);
+                // A hedged packet: its slow-path original had not arrived
+                // when the copy's ack left (or just had), so its RTT there
+                // is at least this. Without it that path would sample only
+                // its short-queued packets and look faster than it is.
+                let s = (now.saturating_since(first_sent).as_nanos() as u64).saturating_sub(delay);
+                let fp = &mut self.paths.paths[usize::from(first_path.0)];
+                if s > fp.srtt_ns {
+                    fp.on_rtt(s);
+                }
             }
         }
         ctx.stats.acked += 1;
@@ -263,6 +301,58 @@ impl Peer {
         if let Some(c) = ctx.stats.path_lost.get_mut(path) {
             *c += 1;
         }
+    }
+
+    /// Nothing new to send, the fast paths idle, while packets sit in a slow
+    /// path's queue (its srtt over twice the median): send the newest of
+    /// them again on a fast path, so the transfer's last packets do not
+    /// wait behind a slow link. The copy goes as a retransmission (window
+    /// and credit permitting); the receiver drops whichever arrives second.
+    /// Returns whether a packet was queued for resending.
+    pub fn hedge_slow_tail(&mut self, ctx: &mut Ctx<'_>, now: Instant) -> bool {
+        let median = self.paths.median_srtt();
+        if median == 0 {
+            return false;
+        }
+        // Only at the tail: the fast paths ran dry while slow ones still
+        // hold packets (the newest of a slow queue would arrive last). One
+        // copy at a time: it makes a fast path busy until acked.
+        let (mut fast, mut slow) = (0u64, 0u64);
+        for p in &self.paths.paths {
+            if p.srtt_ns > 2 * median {
+                slow += p.inflight_pkts();
+            } else {
+                fast += p.inflight_pkts();
+            }
+        }
+        if fast != 0 || slow == 0 {
+            return false;
+        }
+        for pi in 0..self.paths.paths.len() {
+            let p = &self.paths.paths[pi];
+            if p.srtt_ns <= 2 * median {
+                continue;
+            }
+            let found = p.outstanding.iter().rev().copied().find(|&(psn, pseq)| {
+                let slot = self.tx.slot(psn);
+                self.tx.is_sent(psn)
+                    && slot.state == SlotState::InFlight
+                    && usize::from(slot.path) == pi
+                    && slot.pseq == pseq
+                    && slot.sends == 1
+            });
+            if let Some((psn, _)) = found {
+                ctx.stats.tail_hedges += 1;
+                self.mark_lost(ctx, now, psn, false);
+                self.hedge_psn = Some(psn);
+                if self.hedged.len() >= MAX_HEDGED {
+                    self.hedged.remove(0);
+                }
+                self.hedged.push(psn);
+                return true;
+            }
+        }
+        false
     }
 
     /// The tail-loss probe fired: resend the newest packet in flight (on

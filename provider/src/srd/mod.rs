@@ -62,6 +62,8 @@ pub struct Srd {
     credit_at: Option<Instant>,
     /// The set of active senders grew: recompute `credit` now.
     recount: bool,
+    /// The receiver's effective credit budget (see `recv::Budget`).
+    budget: recv::Budget,
 }
 
 impl Srd {
@@ -96,6 +98,7 @@ impl Srd {
         };
         Srd {
             pool: pool::Pool::new(max_payload),
+            budget: recv::Budget::new(p.credit_budget),
             p,
             peers: Vec::new(),
             by_addr: HashMap::new(),
@@ -173,6 +176,11 @@ impl Srd {
             if peer.timers.due(Timer::Rto, now) {
                 peer.on_rto(&mut ctx, now);
             }
+            if peer.timers.due(Timer::Credit, now) {
+                // Held at 0 credit too long: probe (poll_transmit re-arms).
+                peer.timers.stop(Timer::Credit);
+                peer.credit_probe_due = peer.tx.credit == Some(0) && peer.tx.busy();
+            }
             peer.update_timers(ctx.p);
         }
     }
@@ -190,6 +198,7 @@ impl Srd {
             let (peer, mut ctx) = self.split(i);
             if peer.tx.idle_until_poll {
                 peer.tx.idle_until_poll = false;
+                peer.expire_credit(&ctx, now);
                 peer.tx.last_progress = now;
                 peer.update_timers(ctx.p);
             }

@@ -357,6 +357,26 @@ impl PathSet {
         !any_usable
     }
 
+    /// A path for a packet moved off the slow path `avoid`: the usable path
+    /// with the fewest packets in flight among those not much slower than
+    /// the median (srtt at most twice it); else whatever `pick` gives.
+    pub fn pick_fast(&mut self, now: Instant, avoid: u8) -> (u8, bool) {
+        let median = self.median_srtt();
+        let best = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|&(i, p)| {
+                i != usize::from(avoid) && p.usable() && p.srtt_ns != 0 && p.srtt_ns <= 2 * median
+            })
+            .min_by_key(|&(_, p)| p.inflight_pkts())
+            .map(|(i, _)| i as u8);
+        match best {
+            Some(i) => (i, false),
+            None => self.pick(now, Some(avoid)),
+        }
+    }
+
     /// Pick the path for the next packet at `now`, avoiding `avoid` when
     /// another usable path exists. Returns (path, is_probe).
     pub fn pick(&mut self, now: Instant, avoid: Option<u8>) -> (u8, bool) {

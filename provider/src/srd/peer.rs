@@ -22,6 +22,12 @@ const MAX_TLP: u32 = 2;
 /// round trip (the unscheduled one) is resent soon.
 const UNSAMPLED_PTO_NS: u64 = 200_000;
 
+/// Under fan-in limits (`Peer::fan_in_limited`), the tail-loss probe waits at
+/// least this many `min_rto`s...
+const FAN_IN_TLP_MINS: u64 = 2;
+/// ... and the retransmission timer at least this many.
+const FAN_IN_RTO_MINS: u64 = 16;
+
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -112,12 +118,36 @@ pub struct Peer {
     /// When the retransmission timer last fired, until an ack decides whether
     /// it was spurious (see `ack_one`).
     pub rto_fired: Option<Instant>,
+    /// PSN just queued for resending by `hedge_slow_tail`: it goes on a
+    /// fast path.
+    pub hedge_psn: Option<u32>,
+    /// PSNs moved off a slow path and not yet acked (at most 64).
+    pub hedged: Vec<u32>,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
     pub pacing_at: Instant,
     /// A RESET must be sent (we got a packet addressed to an old epoch of ours).
     pub reset_pending: bool,
+    /// Sender: a credit probe (PROBE with MORE) must go out: we hold data,
+    /// nothing is in flight and the receiver's grant is 0.
+    pub credit_probe_due: bool,
+    /// Sender: credit probes sent since the last nonzero grant (back-off).
+    pub credit_probes: u32,
+    /// Sender: when the receiver's latest credit arrived.
+    pub credit_heard_at: Instant,
+    /// Receiver: the sender's latest DATA (or PROBE) said it has more to send.
+    pub rx_more: bool,
+    /// Receiver: when `rx_more` was last confirmed.
+    pub rx_more_at: Instant,
+    /// Receiver: since when this sender waits for a grant (scheduling order).
+    pub rx_wait_since: Instant,
+    /// Receiver, scheduled mode: this sender holds one of the budget's slots.
+    pub rx_admitted: bool,
+    /// Receiver: when the admitted sender was admitted or last delivered.
+    pub rx_admit_at: Instant,
+    /// Receiver: packets received from it since it was admitted.
+    pub rx_admit_used: u32,
     /// When the last RESET left (rate limit).
     pub last_reset: Option<Instant>,
 }
@@ -151,11 +181,32 @@ impl Peer {
             tlp_count: 0,
             tlp_psn: None,
             rto_fired: None,
+            hedge_psn: None,
+            hedged: Vec::new(),
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
             last_reset: None,
+            credit_probe_due: false,
+            credit_probes: 0,
+            credit_heard_at: Instant::ZERO,
+            rx_more: false,
+            rx_more_at: Instant::ZERO,
+            rx_wait_since: Instant::ZERO,
+            rx_admitted: false,
+            rx_admit_at: Instant::ZERO,
+            rx_admit_used: 0,
         }
+    }
+
+    /// Is the receiver holding us to a packet or two (it shares its credit
+    /// budget among many senders, or schedules them)? Then its queue is
+    /// what our RTT is made of, and our estimate may be stale (taken while
+    /// we waited or before the incast began): a spurious probe or RTO would
+    /// add a copy to that very queue. And the others keep the bottleneck
+    /// busy while we wait longer, so the timers get floors.
+    pub fn fan_in_limited(&self) -> bool {
+        self.tx.credit_heard && self.tx.credit.is_some_and(|c| c <= 2)
     }
 
     /// Typical RTT of this peer, ns (a default before any sample).
@@ -177,7 +228,12 @@ impl Peer {
             // receiver off the CPU for a few ms is not a loss.
             self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
         };
-        let b = base.clamp(p.min_rto_ns, p.max_rto_ns);
+        let floor = if self.fan_in_limited() {
+            FAN_IN_RTO_MINS * p.min_rto_ns
+        } else {
+            p.min_rto_ns
+        };
+        let b = base.clamp(floor.min(p.max_rto_ns), p.max_rto_ns);
         let b = b + b / 100 * self.rto_jitter_pct;
         b.saturating_mul(1 << self.tx.rto_backoff.min(16))
             .min(p.max_rto_ns)
@@ -188,6 +244,14 @@ impl Peer {
         if self.srtt_ns == 0 {
             self.srtt_ns = s;
             self.rttvar_ns = s / 2;
+        } else if s > self.srtt_ns + 4 * self.rttvar_ns {
+            // A jump past the timers' margin (a queue built up, e.g. an
+            // incast where each sender gets one sample per round trip):
+            // follow it in a few samples, not ~16, or the tail-loss probe
+            // and RTO fire spuriously and their copies feed the queue.
+            let err = s - self.srtt_ns;
+            self.rttvar_ns = (self.rttvar_ns + err) / 2;
+            self.srtt_ns = (self.srtt_ns + s) / 2;
         } else {
             self.rttvar_ns = (3 * self.rttvar_ns + self.srtt_ns.abs_diff(s)) / 4;
             self.srtt_ns = (7 * self.srtt_ns + s) / 8;
@@ -213,6 +277,11 @@ impl Peer {
                 2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
             } else {
                 2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
+            };
+            let base = if self.fan_in_limited() {
+                base.max(FAN_IN_TLP_MINS * p.min_rto_ns)
+            } else {
+                base
             };
             let pto = base << self.tlp_count.min(4);
             let tlp_at = self.last_data_sent + core::time::Duration::from_nanos(pto);
@@ -266,6 +335,8 @@ impl Peer {
         self.timers.stop(Timer::Loss);
         self.timers.stop(Timer::Unreachable);
         self.timers.stop(Timer::Pacing);
+        self.timers.stop(Timer::Credit);
+        self.credit_probe_due = false;
     }
 
     /// The peer restarted with epoch `epoch`: fail what we sent to the old
@@ -286,6 +357,8 @@ impl Peer {
         self.tx.credit = Some(ctx.p.unscheduled);
         self.tx.credit_heard = false;
         self.rx = Rx::new();
+        self.rx_more = false;
+        self.rx_admitted = false;
         self.timers.stop(Timer::Ack);
         self.remote_epoch = epoch;
         self.largest_acked_sent = Instant::ZERO;

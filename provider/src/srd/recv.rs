@@ -3,6 +3,7 @@
 
 use core::net::SocketAddr;
 
+use super::peer::Peer;
 use super::rx::Arrival;
 use super::timer::Timer;
 use super::Srd;
@@ -13,11 +14,127 @@ use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED};
 /// A sender is active if it sent us new data this recently, ns.
 const ACTIVE_NS: u64 = 1_000_000;
 
+/// A sender that said it has more to send (flag MORE) counts as waiting for
+/// this long without news from it, ns (waiting senders probe more often).
+const WANT_NS: u64 = 50_000_000;
+
+/// Scheduled mode: packets an admitted sender delivers before its slot goes
+/// to the sender waiting longest (it queues again if it has more).
+const QUANTUM_PACKETS: u32 = 8;
+
+/// Scheduled mode: an admitted sender silent this long loses its slot, ns.
+const RECLAIM_NS: u64 = 8_000_000;
+
+/// Effective budget: a cut at most once per loss episode, ns.
+const BUDGET_HOLD_NS: u64 = 4_000_000;
+/// Effective budget: grows back by one packet per this long without a cut, ns.
+const BUDGET_GROW_NS: u64 = 20_000_000;
+/// Effective budget: after a cut from n packets, growth stops below n for
+/// this long (the loss showed where the buffer ends), ns.
+const BUDGET_CEILING_NS: u64 = 2_000_000_000;
+/// Effective budget: never cut below this many packets (nor the configured).
+const BUDGET_MIN: u32 = 32;
+
+/// The receiver's effective credit budget, packets: the configured one
+/// (`rx_credit_packets`), cut by a quarter when retransmissions arrive
+/// while several senders share it (the buffer in front of us is smaller
+/// than budget minus BDP: every round trip would lose the excess, repaired
+/// one tail probe at a time), and grown back by one packet per
+/// `BUDGET_GROW_NS`. The floor keeps random loss from starving the senders.
+#[derive(Clone, Debug)]
+pub(crate) struct Budget {
+    /// Packets now.
+    pub packets: u32,
+    /// Last cut.
+    cut_at: Option<Instant>,
+    /// Last growth step (or cut).
+    grown_at: Instant,
+    /// Budget at the last cut: growth stays below it for `BUDGET_CEILING_NS`.
+    cut_from: u32,
+}
+
+impl Budget {
+    /// The configured budget, uncut.
+    pub fn new(max: u32) -> Self {
+        Budget {
+            packets: max,
+            cut_at: None,
+            grown_at: Instant::ZERO,
+            cut_from: max,
+        }
+    }
+
+    /// A retransmission arrived while several senders share the budget.
+    fn on_repair(&mut self, now: Instant, max: u32) {
+        if self
+            .cut_at
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(BUDGET_HOLD_NS))
+        {
+            return;
+        }
+        self.cut_from = self.packets;
+        self.packets = (self.packets - self.packets / 4).max(BUDGET_MIN.min(max));
+        self.cut_at = Some(now);
+        self.grown_at = now;
+    }
+
+    /// Grow back towards `max` (below the last cut's level for a while).
+    fn grow(&mut self, now: Instant, max: u32) {
+        let recent_cut = self
+            .cut_at
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(BUDGET_CEILING_NS));
+        let max = if recent_cut {
+            max.min(self.cut_from.saturating_sub(1))
+        } else {
+            max
+        };
+        if self.packets >= max {
+            self.packets = self.packets.min(max.max(BUDGET_MIN));
+            self.grown_at = now;
+        } else if now.saturating_since(self.grown_at).as_nanos() >= u128::from(BUDGET_GROW_NS) {
+            self.packets += 1;
+            self.grown_at = now;
+        }
+    }
+}
+
+impl Peer {
+    /// Receiver side: does this sender wait to send more (flag MORE, recent)?
+    pub(crate) fn rx_wanting(&self, now: Instant) -> bool {
+        self.rx_more && now.saturating_since(self.rx_more_at).as_nanos() < u128::from(WANT_NS)
+    }
+
+    /// Receiver side: note the sender's MORE flag from a new DATA or a PROBE
+    /// at `now`. Returns whether the sender yields its scheduled slot.
+    fn rx_note_more(&mut self, more: bool, data: bool, now: Instant) -> bool {
+        if more && !self.rx_wanting(now) {
+            self.rx_wait_since = now;
+        }
+        self.rx_more = more;
+        self.rx_more_at = now;
+        if !(data && self.rx_admitted) {
+            return false;
+        }
+        self.rx_admit_used += 1;
+        self.rx_admit_at = now;
+        if !more || self.rx_admit_used >= QUANTUM_PACKETS {
+            self.rx_admitted = false;
+            self.rx_wait_since = now;
+            return true;
+        }
+        false
+    }
+}
+
 impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
     /// one active sender; with several, `credit_budget` packets beyond their
     /// cumulative acks shared among them (at least one each). A sender is
-    /// active if it sent us new data in the last `ACTIVE_NS`.
+    /// active if it sent us new data in the last `ACTIVE_NS`, or said it has
+    /// more (flag MORE) in the last `WANT_NS`. When more
+    /// senders want to send than the budget has packets, the share would
+    /// overcommit the budget (1-packet floor each): the receiver schedules
+    /// instead (`credit` 0 = scheduled mode), see `admit`.
     pub(crate) fn update_credit(&mut self, now: Instant) {
         const REFRESH_NS: u64 = 50_000;
         if !self.recount
@@ -29,19 +146,91 @@ impl Srd {
         }
         self.credit_at = Some(now);
         self.recount = false;
-        let active = self
-            .peers
-            .iter()
-            .filter(|p| {
-                p.rx_last_data
-                    .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS))
-            })
-            .count() as u32;
-        self.credit = if active <= 1 {
+        let (mut active, mut demand) = (0u32, 0u32);
+        for p in &self.peers {
+            let recent = p
+                .rx_last_data
+                .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS));
+            active += u32::from(recent);
+            demand += u32::from(recent || p.rx_wanting(now));
+        }
+        self.budget.grow(now, self.p.credit_budget);
+        if demand > self.budget.packets {
+            self.credit = 0;
+            self.reclaim(now);
+            self.admit(now);
+            return;
+        }
+        if self.credit == 0 {
+            // Leaving scheduled mode: the senders held at 0 learn their
+            // share from an ack at once instead of their next credit probe.
+            for p in &mut self.peers {
+                if !p.rx_admitted && p.rx_wanting(now) {
+                    p.rx.ack_now = true;
+                }
+                p.rx_admitted = false;
+            }
+        }
+        // The share counts every sender that still has data (MORE), not only
+        // those heard in the last 1 ms: held to a packet or two with a
+        // queue-long RTT, a sender is heard less often than that, and
+        // undercounting overcommits the budget.
+        let n = active.max(demand);
+        self.credit = if n <= 1 {
             CREDIT_UNLIMITED
         } else {
-            (self.p.credit_budget / active).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
+            (self.budget.packets / n).clamp(1, u32::from(CREDIT_UNLIMITED) - 1) as u16
         };
+    }
+
+    /// Scheduled mode: hand the budget's free slots (one packet each) to the
+    /// senders that wait longest; each new grant leaves in a pure ACK at once.
+    fn admit(&mut self, now: Instant) {
+        let mut n = self.peers.iter().filter(|p| p.rx_admitted).count() as u32;
+        // The budget was cut: the latest admitted give their slots back
+        // (their next ack says 0).
+        while n > self.budget.packets {
+            let last = self
+                .peers
+                .iter_mut()
+                .filter(|p| p.rx_admitted)
+                .max_by_key(|p| p.rx_admit_at);
+            let Some(p) = last else {
+                break;
+            };
+            p.rx_admitted = false;
+            p.rx_wait_since = now;
+            n -= 1;
+        }
+        while n < self.budget.packets {
+            let next = self
+                .peers
+                .iter_mut()
+                .filter(|p| !p.rx_admitted && p.rx_wanting(now) && p.rx.any)
+                .min_by_key(|p| p.rx_wait_since);
+            let Some(p) = next else {
+                break;
+            };
+            p.rx_admitted = true;
+            p.rx_admit_at = now;
+            p.rx_admit_used = 0;
+            p.rx.ack_now = true;
+            n += 1;
+        }
+    }
+
+    /// Scheduled mode: take the slot back from an admitted sender that sent
+    /// nothing for `RECLAIM_NS` (its grant or its data was lost, or it has
+    /// nothing left); it queues again behind the others.
+    fn reclaim(&mut self, now: Instant) {
+        for p in &mut self.peers {
+            if p.rx_admitted
+                && now.saturating_since(p.rx_admit_at).as_nanos() >= u128::from(RECLAIM_NS)
+            {
+                p.rx_admitted = false;
+                p.rx_wait_since = now;
+            }
+        }
     }
 
     /// A UDP datagram arrived from `from` (source IP and port). Returns the
@@ -64,7 +253,7 @@ impl Srd {
         }
         let addr = SocketAddr::new(from.ip(), h.src_port);
         let id = self.peer(addr);
-        if h.ty == PacketType::Data {
+        if h.ty == PacketType::Data || h.ty == PacketType::Probe {
             self.update_credit(now);
         }
         let my_epoch = self.p.epoch;
@@ -102,6 +291,15 @@ impl Srd {
             PacketType::Reset | PacketType::Ack => None,
             PacketType::Probe => {
                 peer.rx.ack_now = true;
+                if h.flags & flags::MORE != 0 && peer.rx.any {
+                    // A sender held at 0 credit asks to be scheduled (or
+                    // its grant was lost: the ack repeats it).
+                    let fresh = !peer.rx_wanting(now);
+                    peer.rx_note_more(true, false, now);
+                    if fresh {
+                        *ctx.recount = true;
+                    }
+                }
                 None
             }
             PacketType::Data => {
@@ -128,10 +326,21 @@ impl Srd {
                             );
                         }
                         ctx.stats.rx_delivered += 1;
-                        if !was_active {
+                        let was_wanting = peer.rx_wanting(now);
+                        let more = h.flags & flags::MORE != 0;
+                        let yielded = peer.rx_note_more(more, true, now);
+                        if !was_active || (more && !was_wanting) {
                             // The set of active senders grew: recount the
                             // fair share before the next ack leaves.
                             *ctx.recount = true;
+                        }
+                        let shared = ctx.credit != CREDIT_UNLIMITED;
+                        if yielded && ctx.credit == 0 {
+                            self.admit(now);
+                        }
+                        if shared && h.flags & flags::RETRANSMIT != 0 {
+                            self.budget.on_repair(now, self.p.credit_budget);
+                            self.stats.budget_after_cut = u64::from(self.budget.packets);
                         }
                         Some((id, pkt.payload_ref()))
                     }

@@ -31,7 +31,12 @@ impl Peer {
     /// Senders that start together are thus admitted gradually while the
     /// receiver learns how many there are (the fair share shrinks as each
     /// one's first packet arrives).
+    /// In scheduled mode (`fair` = 0) it is 1 packet if the peer holds one
+    /// of the budget's slots, else 0.
     fn grant(&self, fair: u16, budget: u32) -> u16 {
+        if fair == 0 {
+            return u16::from(self.rx_admitted);
+        }
         let ramp = self.rx.received.saturating_add(1);
         if ramp >= budget {
             fair
@@ -56,10 +61,54 @@ impl Peer {
         }
     }
 
-    /// May one more packet go out under the receiver's credit? (Always when
-    /// nothing is in flight, so a sender can never be starved.)
+    /// May one more packet go out under the receiver's credit? Always when
+    /// nothing is in flight, unless the receiver granted 0 (it schedules
+    /// its senders: this one waits for a grant, probing now and then).
     fn credit_ok(&self) -> bool {
-        self.tx.credit.is_none_or(|c| self.tx.pkts_in_flight < c) || self.tx.pkts_in_flight == 0
+        match self.tx.credit {
+            None => true,
+            Some(c) => self.tx.pkts_in_flight < c || (self.tx.pkts_in_flight == 0 && c > 0),
+        }
+    }
+
+    /// Going busy after idling: a credit heard long ago is stale (the
+    /// receiver stopped counting us as an active sender after its 1 ms
+    /// activity window and shares its budget among the others). Fall back
+    /// to the unscheduled allowance until a fresh credit arrives, so many
+    /// senders resuming together do not each bring their old share.
+    pub(crate) fn expire_credit(&mut self, ctx: &Ctx<'_>, now: Instant) {
+        const STALE_NS: u64 = 1_000_000;
+        if self.tx.pkts_in_flight != 0
+            || now.saturating_since(self.credit_heard_at).as_nanos() < u128::from(STALE_NS)
+        {
+            return;
+        }
+        self.tx.credit = Some(ctx.p.unscheduled);
+    }
+
+    /// Anything to send after the packet just taken (flag MORE)?
+    fn has_more(&self) -> bool {
+        self.tx.next_send != self.tx.next_psn || !self.tx.retx.is_empty()
+    }
+
+    /// Held at 0 credit with nothing in flight and something to send: arm
+    /// the credit-probe timer (a lost grant, or a receiver that forgot us,
+    /// must not stall us forever). The wait backs off while the receiver
+    /// keeps answering 0.
+    fn arm_credit_probe(&mut self, ctx: &Ctx<'_>, now: Instant) {
+        const MAX_WAIT_NS: u64 = 16_000_000;
+        let waiting = self.tx.credit == Some(0) && self.tx.pkts_in_flight == 0 && self.has_more();
+        if !waiting {
+            self.timers.stop(Timer::Credit);
+            return;
+        }
+        if self.timers.get(Timer::Credit).is_some() {
+            return;
+        }
+        let base = ctx.p.min_rto_ns.max(4 * self.rtt_ns());
+        let wait = (base << self.credit_probes.min(4)).min(MAX_WAIT_NS.max(base));
+        self.timers
+            .set(Timer::Credit, now + Duration::from_nanos(wait));
     }
 
     /// Will the receiver's credit hold back what is queued behind the packet
@@ -113,6 +162,21 @@ impl Peer {
             let h = self.header(ctx, PacketType::Reset, path);
             return self.finish(ctx, h, buf, None);
         }
+        if self.credit_probe_due {
+            self.credit_probe_due = false;
+            self.credit_probes = self.credit_probes.saturating_add(1);
+            ctx.stats.credit_probes += 1;
+            let (path, _) = self.paths.pick(now, None);
+            let mut h = self.header(ctx, PacketType::Probe, path);
+            h.flags = flags::MORE;
+            return self.finish(ctx, h, buf, None);
+        }
+        if self.tx.next_send == self.tx.next_psn
+            && self.tx.retx.is_empty()
+            && self.tx.pkts_in_flight > 0
+        {
+            self.hedge_slow_tail(ctx, now);
+        }
         let window = self.cc.window();
         // Retransmissions first: they bypass pacing but respect the window.
         while let Some(&psn) = self.tx.retx.front() {
@@ -132,14 +196,19 @@ impl Peer {
             }
             self.tx.retx.pop_front();
             let old_path = self.tx.slot(psn).path;
-            let (path, _) = self.paths.pick(now, Some(old_path));
+            let (path, _) = if self.hedge_psn.take() == Some(psn) {
+                self.paths.pick_fast(now, old_path)
+            } else {
+                self.paths.pick(now, Some(old_path))
+            };
             ctx.stats.retransmits += 1;
+            let more = if self.has_more() { flags::MORE } else { 0 };
             return Some(self.send_data(
                 ctx,
                 now,
                 psn,
                 path,
-                flags::RETRANSMIT | flags::ACK_NOW,
+                flags::RETRANSMIT | flags::ACK_NOW | more,
                 buf,
             ));
         }
@@ -158,11 +227,14 @@ impl Peer {
                         let psn = self.tx.next_send;
                         self.tx.next_send = psn.wrapping_add(1);
                         let (path, probe) = self.paths.pick(now, None);
-                        let fl = if probe || self.credit_stalls() {
+                        let mut fl = if probe || self.credit_stalls() {
                             flags::ACK_NOW
                         } else {
                             0
                         };
+                        if self.has_more() {
+                            fl |= flags::MORE;
+                        }
                         return Some(self.send_data(ctx, now, psn, path, fl, buf));
                     }
                 }
@@ -170,6 +242,7 @@ impl Peer {
                 ctx.stats.window_limited += 1;
             }
         }
+        self.arm_credit_probe(ctx, now);
         let due = self.timers.due(Timer::Ack, now);
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);

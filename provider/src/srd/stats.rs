@@ -29,6 +29,13 @@ pub struct SrdStats {
     pub tail_probes: u64,
     /// Retransmission-timer expiries.
     pub timeouts: u64,
+    /// Packets resent from a slow path's queue at a transfer's tail.
+    pub tail_hedges: u64,
+    /// Credit probes sent (held at 0 credit, no grant heard for a while).
+    pub credit_probes: u64,
+    /// The receiver's effective credit budget after its latest cut, packets
+    /// (0 = never cut).
+    pub budget_after_cut: u64,
     /// Lost-declared packets later acked (the loss was spurious).
     pub spurious_losses: u64,
     /// Retransmitted packets acked too soon for the resent copy.

@@ -17,9 +17,11 @@ pub enum Timer {
     Unreachable = 4,
     /// Tail-loss probe: the newest packet went unacknowledged for ~2 RTTs.
     Tlp = 5,
+    /// Waiting for credit (the receiver granted 0): send a credit probe.
+    Credit = 6,
 }
 
-const N: usize = 6;
+const N: usize = 7;
 
 /// Deadlines of every timer of one peer; `None` = not armed.
 #[derive(Clone, Debug, Default)]

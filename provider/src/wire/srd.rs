@@ -80,8 +80,12 @@ pub mod flags {
     pub const ACK_NOW: u8 = 0x02;
     /// This DATA packet is a retransmission.
     pub const RETRANSMIT: u8 = 0x04;
+    /// DATA: the sender has more to send behind this packet (queued data or
+    /// retransmissions); PROBE: the sender waits for credit. The receiver
+    /// schedules its zero-credit grants among the senders that set it.
+    pub const MORE: u8 = 0x08;
     /// Bits that are defined; the others must be zero.
-    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT;
+    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE;
 }
 
 /// A checked view over the bytes of one SRD packet.
