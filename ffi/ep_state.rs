@@ -626,6 +626,7 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
         Duration::from_micros(params::int_or(name, def.as_micros() as i64, 0, 60_000_000) as u64)
     };
     cfg.paths = paths.clamp(1, 64) as u8;
+    cfg.local_paths = params::int_or("local_paths", i64::from(d.local_paths), 1, 64) as u8;
     cfg.max_datagram = max_datagram;
     cfg.unreachable_timeout = ms("unreachable_timeout_ms", d.unreachable_timeout);
     // Default 20 us: long enough for a reply to carry the ACK (one packet each

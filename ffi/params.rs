@@ -23,6 +23,7 @@ enum Kind {
 const PARAMS: &[(&str, Kind, &str)] = &[
     ("iface", Kind::Str, "Network interface whose IPv4 address endpoints use (default: first UP non-loopback IPv4 interface, else loopback)"),
     ("port", Kind::Int, "Main UDP port of the first endpoint (0 = ephemeral; later endpoints take the next free port)"),
+    ("local_paths", Kind::Int, "Paths to peers on the same host (a loopback address or the endpoint's own IP), 1..paths (default 1: loopback has no ECMP to spray over, and cycling through many sockets costs about 1 us per message)"),
     ("paths", Kind::Int, "Entropy values (UDP source ports, one socket each) = paths per peer, 1..64 (default 16: with 4 ECMP links, 16 random ports leave a link unused ~4 % of the time, 8 ports ~38 %)"),
     ("mtu", Kind::Int, "Largest UDP payload sent, bytes (default: interface MTU - 28, capped by mtu_cap)"),
     ("mtu_cap", Kind::Int, "Upper bound of the automatic UDP payload size, bytes (default 65000)"),

@@ -193,7 +193,9 @@ fn stats_dump_adds_up() {
             .args(extra)
             .env("FI_SPRAY_STATS", &pattern)
             .env("FI_SPRAY_STATS_MS", "20")
-            .env("FI_SPRAY_PATHS", "8");
+            .env("FI_SPRAY_PATHS", "8")
+            // Loopback peers use one path by default; this test checks spraying.
+            .env("FI_SPRAY_LOCAL_PATHS", "8");
         c
     };
     let server = cmd(&["-B", &port])

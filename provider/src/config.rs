@@ -30,6 +30,10 @@ pub struct Config {
     /// Number of entropy values (UDP source ports, one socket each) = paths
     /// per peer, 1..=64. Path `i` is sent from socket `i`; socket 0 is the main one.
     pub paths: u8,
+    /// Paths to peers on this host (a loopback address, or this endpoint's own
+    /// IP): there is no ECMP fabric to spray over there, and cycling through
+    /// many sockets costs about a microsecond per message on loopback. 1..=paths.
+    pub local_paths: u8,
     /// Largest UDP payload we send, in bytes (interface MTU minus IP/UDP headers).
     pub max_datagram: usize,
     /// A peer that acknowledges nothing for this long is declared unreachable and
@@ -77,6 +81,7 @@ impl Config {
             epoch: 1,
             seed: 0x5eed,
             paths: 8,
+            local_paths: 1,
             max_datagram: 1472,
             unreachable_timeout: Duration::from_secs(30),
             ack_delay: Duration::from_micros(50),

@@ -74,7 +74,7 @@ impl Peer {
             let mut s = AckSample {
                 acked_bytes,
                 min_rtt_ns: self.paths.min_rtt(),
-                median_srtt_ns: self.paths.median_srtt(),
+                median_srtt_ns: self.paths.median_srtt_at(now),
                 peer_delay_ns: u64::from(ack.delay_us) * 1000,
                 ..AckSample::default()
             };
@@ -310,7 +310,7 @@ impl Peer {
     /// and credit permitting); the receiver drops whichever arrives second.
     /// Returns whether a packet was queued for resending.
     pub fn hedge_slow_tail(&mut self, ctx: &mut Ctx<'_>, now: Instant) -> bool {
-        let median = self.paths.median_srtt();
+        let median = self.paths.median_srtt_at(now);
         if median == 0 {
             return false;
         }

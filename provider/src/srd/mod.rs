@@ -77,6 +77,8 @@ impl Srd {
             epoch: cfg.epoch.max(1),
             port: cfg.local.port(),
             paths: cfg.paths.clamp(1, 64),
+            local_paths: cfg.local_paths.clamp(1, cfg.paths.clamp(1, 64)),
+            local_ip: cfg.local.ip(),
             max_payload,
             ack_delay_ns: cfg.ack_delay.as_nanos() as u64,
             max_host_delay_ns: cfg.max_host_delay.as_nanos() as u64,

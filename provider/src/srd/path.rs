@@ -258,7 +258,16 @@ pub struct PathSet {
     /// The peer's congestion window at the last `has_room`, bytes (0 = none
     /// yet: no per-path caps).
     window_bytes: u64,
+    /// `median_srtt` as of `median_at` (see `median_srtt_at`), ns.
+    median_ns: u64,
+    /// When `median_ns` was computed (`None` = never).
+    median_at: Option<Instant>,
 }
+
+/// How long a computed median path RTT is reused, ns: RTTs move slowly, and
+/// sorting the paths' RTTs on every poll of an idle loop costs more than the
+/// whole rest of it.
+const MEDIAN_REUSE_NS: u128 = 50_000;
 
 impl PathSet {
     /// `n` fresh paths (at least one).
@@ -270,7 +279,21 @@ impl PathSet {
             rtos: 0,
             tail_probes: 0,
             window_bytes: 0,
+            median_ns: 0,
+            median_at: None,
         }
+    }
+
+    /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
+    pub fn median_srtt_at(&mut self, now: Instant) -> u64 {
+        let fresh = self
+            .median_at
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < MEDIAN_REUSE_NS && t <= now);
+        if !fresh {
+            self.median_ns = self.median_srtt();
+            self.median_at = Some(now);
+        }
+        self.median_ns
     }
 
     /// Forget all ordering state (send session reset); RTTs and health stay.
@@ -361,7 +384,7 @@ impl PathSet {
     /// with the fewest packets in flight among those not much slower than
     /// the median (srtt at most twice it); else whatever `pick` gives.
     pub fn pick_fast(&mut self, now: Instant, avoid: u8) -> (u8, bool) {
-        let median = self.median_srtt();
+        let median = self.median_srtt_at(now);
         let best = self
             .paths
             .iter()
@@ -390,7 +413,7 @@ impl PathSet {
                 }
             }
         }
-        let median = self.median_srtt();
+        let median = self.median_srtt_at(now);
         let total = self.total_rate(now);
         let window = self.window_bytes;
         for _ in 0..2 * n {

@@ -37,6 +37,10 @@ pub struct Params {
     pub port: u16,
     /// Paths per peer.
     pub paths: u8,
+    /// Paths per peer on this host (see `Config::local_paths`).
+    pub local_paths: u8,
+    /// Our IP address (which peers are on this host).
+    pub local_ip: core::net::IpAddr,
     /// Largest payload, bytes.
     pub max_payload: usize,
     /// Delayed-ack time, ns.
@@ -163,7 +167,11 @@ impl Peer {
             remote_epoch: 0,
             tx: Tx::new(p.unscheduled),
             rx: Rx::new(),
-            paths: PathSet::new(p.paths),
+            paths: PathSet::new(if addr.ip().is_loopback() || addr.ip() == p.local_ip {
+                p.local_paths
+            } else {
+                p.paths
+            }),
             cc: Bbr::new(
                 u64::from(p.initial_window) * mss,
                 min_window,
