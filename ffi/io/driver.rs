@@ -217,6 +217,20 @@ impl Io {
         None
     }
 
+    /// Engine time of slot `i`'s arrival: its kernel stamp if it has a sane one
+    /// (within the last second of `mono`: a stepped wall clock gives garbage),
+    /// else `mono`.
+    fn arrival(&mut self, i: usize, mono: u64, real_to_mono: i128) -> Instant {
+        let at_ns = match self.arrival_ns(i, real_to_mono) {
+            Some(t) if t <= mono && mono - t < 1_000_000_000 => t,
+            _ => {
+                self.stats.rx_unstamped += 1;
+                mono
+            }
+        };
+        self.engine_time(at_ns)
+    }
+
     /// The receiving socket.
     pub fn rx_fd(&self) -> RawFd {
         self.socks[0].as_raw_fd()
@@ -270,15 +284,7 @@ impl Io {
             let len = (h.msg_len as usize).min(self.slot_bytes);
             let from = addr::from_c(&self.rx_addr[i]);
             let start = i * self.slot_bytes;
-            let at_ns = match self.arrival_ns(i, real_to_mono) {
-                // Within the last second: a stepped wall clock gives garbage.
-                Some(t) if t <= mono && mono - t < 1_000_000_000 => t,
-                _ => {
-                    self.stats.rx_unstamped += 1;
-                    mono
-                }
-            };
-            let at = self.engine_time(at_ns);
+            let at = self.arrival(i, mono, real_to_mono);
             f(at, SocketAddr::V4(from), &self.rx_buf[start..start + len]);
         }
         self.stats.rx_packets += n as u64;
@@ -378,14 +384,7 @@ impl Io {
             }
             let mono = clock::now_ns();
             let real_to_mono = i128::from(mono) - i128::from(clock::realtime_ns());
-            let at_ns = match self.arrival_ns(0, real_to_mono) {
-                Some(t) if t <= mono && mono - t < 1_000_000_000 => t,
-                _ => {
-                    self.stats.rx_unstamped += 1;
-                    mono
-                }
-            };
-            let at = self.engine_time(at_ns);
+            let at = self.arrival(0, mono, real_to_mono);
             if placed {
                 self.stats.rx_placed += 1;
                 engine.handle_placed(at, from, &self.rx_buf[..dlen]);

@@ -5,7 +5,7 @@
 //! timeout), and the operations waiting on it fail instead of hanging.
 
 use super::peer::Ctrl;
-use super::send::Proto;
+use super::send::{OutMsg, Proto};
 use super::{CompError, MsgLayer};
 use crate::buf::UserBuf;
 use crate::dgram::{FailReason, PeerId};
@@ -13,13 +13,18 @@ use crate::dgram::{FailReason, PeerId};
 /// Token bit (with `TOKEN_CTRL`) marking a keepalive.
 pub(crate) const TOKEN_KEEPALIVE: u64 = 1 << 57;
 
+/// Is this send waiting for its CTS (RTS out, no data yet)?
+fn awaits_cts<B>(m: &OutMsg<B>) -> bool {
+    m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all
+}
+
 impl<B: UserBuf> MsgLayer<B> {
     /// Peers that started operations wait on for a reply (RMA replies, CTS).
     pub fn waiting_peers(&self) -> Vec<PeerId> {
         let mut wait: Vec<bool> = self.peers.iter().map(|st| st.rma.started > 0).collect();
         // One pass over the sends: those waiting for a CTS.
         let _ = self.outs.indices_where(|m| {
-            if m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all {
+            if awaits_cts(m) {
                 if let Some(w) = wait.get_mut(m.op.peer.0 as usize) {
                     *w = true;
                 }
@@ -44,9 +49,7 @@ impl<B: UserBuf> MsgLayer<B> {
     /// see `rma_peer_lost`). Sends waiting for its CTS fail; if it may come back,
     /// it is told to stop waiting for them (ABORT).
     pub(crate) fn on_keepalive_failed(&mut self, p: PeerId, reason: FailReason) {
-        let waiting = self.outs.indices_where(|m| {
-            m.op.peer == p && m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all
-        });
+        let waiting = self.outs.indices_where(|m| m.op.peer == p && awaits_cts(m));
         for id in waiting {
             let seq = self.outs.get(id).map(|m| m.seq);
             self.fail_send(id, CompError::PeerUnreachable);
