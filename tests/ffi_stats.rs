@@ -195,7 +195,11 @@ fn stats_dump_adds_up() {
             .env("FI_SPRAY_STATS_MS", "20")
             .env("FI_SPRAY_PATHS", "8")
             // Loopback peers use one path by default; this test checks spraying.
-            .env("FI_SPRAY_LOCAL_PATHS", "8");
+            .env("FI_SPRAY_LOCAL_PATHS", "8")
+            // Ethernet-sized datagrams, so each message is hundreds of packets and
+            // every path gets delivery-rate samples (with loopback's 64 KB
+            // datagrams a 1 MB message is 2 packets per path).
+            .env("FI_SPRAY_MTU", "1400");
         c
     };
     let server = cmd(&["-B", &port])
