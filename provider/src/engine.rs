@@ -103,14 +103,22 @@ impl<B: UserBuf> Engine<B> {
 
     /// A UDP datagram arrived from `from` (source IP and port).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.input(now, from, data, false);
+    }
+
+    /// A datagram through the SRD, then its payload to the message layer
+    /// (`placed`: its bulk bytes are in their buffer already).
+    fn input(&mut self, now: Instant, from: SocketAddr, data: &[u8], placed: bool) {
         let delivered = self.srd.handle_datagram(now, from, data);
         // Reports first: a packet that reveals a peer restart must reset that
         // peer's message state before its payload is matched.
         while let Some(ev) = self.srd.poll_event() {
             self.msg.handle_event(ev);
         }
-        if let Some((peer, payload)) = delivered {
-            self.msg.handle_payload(peer, payload);
+        match delivered {
+            Some((peer, payload)) if placed => self.msg.handle_payload_placed(peer, payload),
+            Some((peer, payload)) => self.msg.handle_payload(peer, payload),
+            None => {}
         }
         self.after_input();
         self.keepalive(now);
@@ -151,15 +159,7 @@ impl<B: UserBuf> Engine<B> {
     /// A datagram received after `place_with` said yes: `data` holds its headers
     /// (and is as long as the datagram); its payload is already in place.
     pub fn handle_placed(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        let delivered = self.srd.handle_datagram(now, from, data);
-        while let Some(ev) = self.srd.poll_event() {
-            self.msg.handle_event(ev);
-        }
-        if let Some((peer, payload)) = delivered {
-            self.msg.handle_payload_placed(peer, payload);
-        }
-        self.after_input();
-        self.keepalive(now);
+        self.input(now, from, data, true);
     }
 
     /// Message-layer counters.
