@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -51,6 +51,9 @@ pub struct CqCore {
     api_version: u32,
     q: Mutex<VecDeque<Entry>>,
     errq: Mutex<VecDeque<ErrEntry>>,
+    /// Entries in `q` and `errq` together, read without their locks: an idle
+    /// `fi_cq_read` (the MPI progress loop's usual case) takes none of them.
+    queued: AtomicUsize,
     /// Endpoints bound to it: reading progresses them.
     eps: Mutex<Vec<Arc<EpCore>>>,
     /// Bindings that keep it from closing.
@@ -63,10 +66,12 @@ impl CqCore {
     /// Queue a successful completion.
     pub fn push(&self, e: Entry) {
         self.q.lock().push_back(e);
+        self.queued.fetch_add(1, Ordering::Release);
     }
     /// Queue an error completion.
     pub fn push_err(&self, e: ErrEntry) {
         self.errq.lock().push_back(e);
+        self.queued.fetch_add(1, Ordering::Release);
     }
     /// Start progressing `ep` from reads of this CQ.
     pub fn attach(&self, ep: &Arc<EpCore>) {
@@ -148,6 +153,9 @@ impl CqCore {
             return err::EINVAL as isize;
         }
         self.progress();
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return err::EAGAIN as isize;
+        }
         if !self.errq.lock().is_empty() {
             return err::EAVAIL as isize;
         }
@@ -157,6 +165,7 @@ impl CqCore {
         if n == 0 {
             return err::EAGAIN as isize;
         }
+        self.queued.fetch_sub(n, Ordering::AcqRel);
         for (i, e) in q.drain(..n).enumerate() {
             // SAFETY: i < count, so the slot lies inside the caller's buffer.
             unsafe { self.write(&e, (buf as *mut u8).add(i * size)) };
@@ -204,6 +213,7 @@ impl CqCore {
         let Some(e) = self.errq.lock().pop_front() else {
             return err::EAGAIN as isize;
         };
+        self.queued.fetch_sub(1, Ordering::AcqRel);
         // SAFETY: out is a valid fi_cq_err_entry of the layout of the app's API version.
         let o = unsafe { &mut *out };
         o.op_context = e.e.ctx as *mut c_void;
@@ -303,6 +313,7 @@ pub unsafe extern "C" fn cq_open(
             api_version: d.api_version,
             q: Mutex::new(VecDeque::with_capacity(depth)),
             errq: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
             eps: Mutex::new(Vec::new()),
             bound: Refs::default(),
             signaled: AtomicBool::new(false),

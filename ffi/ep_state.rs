@@ -2,13 +2,13 @@
 //! address translation, posting operations and turning completions into CQ
 //! entries and counter increments.
 
-use std::collections::HashMap;
+use spray::hash::FastMap;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
 use spray::msg::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
-use spray::{Config, Engine, EpMode, PeerId, UserBuf};
+use spray::{Config, Engine, EpMode, Instant, PeerId, UserBuf};
 
 use crate::av::AvCore;
 use crate::cntr::CntrCore;
@@ -50,6 +50,12 @@ pub(crate) struct Running {
     io: Io,
     /// Receive rendezvous data straight into receive buffers (`FI_SPRAY_RX_PLACE`).
     place: bool,
+    /// The engine may have something to send or its timers may have moved
+    /// since the last full pass (a post, a cancel, a new peer, a send the
+    /// kernel refused for now). Cleared by a pass that sent everything.
+    stale: bool,
+    /// `engine.poll_timeout()` as of the last full pass.
+    next_timer: Option<Instant>,
 }
 
 /// Everything an endpoint owns.
@@ -81,7 +87,7 @@ pub struct EpState {
     /// The domain's registrations, resolved by RMA requests from peers.
     pub mrs: Option<Arc<MrTable>>,
     /// Outstanding fetching atomics by context (their completions say FI_READ).
-    pub(crate) fetch_ctx: HashMap<u64, u32>,
+    pub(crate) fetch_ctx: FastMap<u64, u32>,
     /// Bound AV.
     pub av: Option<Arc<AvCore>>,
     /// Bound EQ.
@@ -92,8 +98,8 @@ pub struct EpState {
     pub rx_selective: bool,
     cache_gen: u64,
     to_peer: Vec<Option<PeerId>>,
-    to_fi_addr: HashMap<PeerId, u64>,
-    multi_bases: HashMap<u64, usize>,
+    to_fi_addr: FastMap<PeerId, u64>,
+    multi_bases: FastMap<u64, usize>,
     pub(crate) inject_pool: Vec<Vec<u8>>,
     min_multi_recv: Option<usize>,
     /// The closing statistics line was written: no periodic one after it.
@@ -120,15 +126,15 @@ impl EpState {
             write_cntr: None,
             other_cntrs: Vec::new(),
             mrs: None,
-            fetch_ctx: HashMap::new(),
+            fetch_ctx: FastMap::default(),
             av: None,
             eq: None,
             tx_selective: false,
             rx_selective: false,
             cache_gen: 0,
             to_peer: Vec::new(),
-            to_fi_addr: HashMap::new(),
-            multi_bases: HashMap::new(),
+            to_fi_addr: FastMap::default(),
+            multi_bases: FastMap::default(),
             inject_pool: Vec::new(),
             min_multi_recv: None,
             stats_closed: false,
@@ -241,7 +247,13 @@ impl EpState {
         let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
         let io = Io::new(socks.fds, self.setup.max_datagram, batch);
         let place = params::int_or("rx_place", 1, 0, 1) == 1;
-        self.run = Some(Running { engine, io, place });
+        self.run = Some(Running {
+            engine,
+            io,
+            place,
+            stale: true,
+            next_timer: None,
+        });
         Ok(())
     }
 
@@ -268,6 +280,7 @@ impl EpState {
         let sa = av.addr_of(fi_addr).ok_or(err::EINVAL as isize)?;
         let run = self.run.as_mut().ok_or(err::EOPBADSTATE as isize)?;
         let p = run.engine.peer(SocketAddr::V4(sa));
+        run.stale = true;
         if fi_addr < CACHE_MAX {
             let i = fi_addr as usize;
             if self.to_peer.len() <= i {
@@ -459,18 +472,25 @@ impl EpState {
             return false;
         };
         let found = run.engine.cancel(context);
+        run.stale = true;
         self.progress();
         found
     }
 
-    /// After a post: what it queued leaves at once (a message on the critical
-    /// path of a ping-pong must not wait for a receive syscall), then the usual
-    /// progress.
+    /// After a post: what it queued leaves at once and what it completed (an
+    /// inject, a receive matched to an unexpected message) reaches the CQ. No
+    /// receive poll: between a receive completion and the reply an application
+    /// posts a receive and a send, and a syscall in each is on the critical
+    /// path of every ping-pong (the next CQ or counter read polls anyway).
     pub fn progress_after_post(&mut self) {
-        if let Some(run) = &mut self.run {
-            run.io.flush(&mut run.engine, clock::now());
+        let Some(run) = &mut self.run else { return };
+        let now = clock::now();
+        self.progressed_ns = now.as_nanos();
+        run.stale = !run.io.flush(&mut run.engine, now);
+        run.next_timer = run.engine.poll_timeout();
+        while let Some(c) = self.run.as_mut().and_then(|r| r.engine.poll_completion()) {
+            self.complete(c);
         }
-        self.progress();
     }
 
     /// Receive, run timers, transmit, and hand completions to CQs and counters.
@@ -478,22 +498,33 @@ impl EpState {
         let Some(run) = &mut self.run else { return };
         let now = clock::now();
         self.progressed_ns = now.as_nanos();
+        let mut input = false;
         for _ in 0..RX_ROUNDS {
             let engine = &mut run.engine;
-            let n = if run.place && engine.expects_rdata() {
+            let placing = run.place && engine.expects_rdata();
+            let n = if placing {
                 run.io.recv_placed(engine)
             } else {
                 run.io
                     .recv_at(|at, from, bytes| engine.handle_datagram(at, from, bytes))
             };
-            if n == 0 {
+            // A call that came back short found the socket empty: another
+            // would only cost a syscall before what arrived is handled.
+            input |= n > 0;
+            if n == 0 || (!placing && !run.io.rx_may_have_more()) {
                 break;
             }
         }
-        if run.engine.poll_timeout().is_some_and(|t| t <= now) {
-            run.engine.handle_timeout(now);
+        // The engine is sans-IO: it changes only on input, a post or a timer,
+        // so an idle poll (the common case of an MPI progress loop) skips the
+        // transmit poll and the timer scan.
+        if input || run.stale || run.next_timer.is_some_and(|t| t <= now) {
+            if run.engine.poll_timeout().is_some_and(|t| t <= now) {
+                run.engine.handle_timeout(now);
+            }
+            run.stale = !run.io.flush(&mut run.engine, now);
+            run.next_timer = run.engine.poll_timeout();
         }
-        run.io.flush(&mut run.engine, now);
         while let Some(c) = self.run.as_mut().and_then(|r| r.engine.poll_completion()) {
             self.complete(c);
         }

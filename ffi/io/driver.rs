@@ -22,6 +22,8 @@ use crate::io::clock;
 /// Control-message room per receive slot: one `SCM_TIMESTAMPNS` (a cmsghdr and
 /// a timespec, 32 bytes on 64-bit Linux) with slack.
 const CMSG_BYTES: usize = 64;
+/// Entries of a receive call after one that found nothing (see `Io::rx_idle`).
+const IDLE_PROBE: usize = 2;
 
 /// Counters of what the driver did (for logs and tests).
 #[derive(Copy, Clone, Debug, Default)]
@@ -87,9 +89,14 @@ pub struct Io {
     /// iovecs of one directly placed receive: headers into slot 0, payload
     /// into up to `IOV_LIMIT` application pieces.
     place_iov: [libc::iovec; TX_IOVS],
-    /// The last receive found nothing: probe with a one-message call first (the
-    /// kernel copies in every header of a call, which makes idle polling dearer).
+    /// The last receive found nothing: probe with a two-message call first (each
+    /// header is prepared here and copied in by the kernel, which makes idle polls
+    /// with a full batch dearer). Two, not one: a lone datagram then comes back
+    /// with proof that the socket is empty behind it, so the caller need not spend
+    /// another syscall to learn that before it handles the datagram.
     rx_idle: bool,
+    /// The last receive filled every entry it asked for: more may be waiting.
+    rx_full: bool,
     /// What happened so far.
     pub stats: IoStats,
 }
@@ -160,6 +167,7 @@ impl Io {
                 iov_len: 0,
             }; TX_IOVS],
             rx_idle: true,
+            rx_full: false,
             stats: IoStats::default(),
         };
         // Receive headers point at fixed slots: build them once.
@@ -242,11 +250,21 @@ impl Io {
         self.recv_at(|_, from, bytes| f(from, bytes))
     }
 
+    /// Did the last `recv_at` fill every entry it asked for (so the socket may
+    /// hold more)? When it did not, the kernel found the queue empty behind it.
+    pub fn rx_may_have_more(&self) -> bool {
+        self.rx_full
+    }
+
     /// As `recv`, and each datagram comes with its arrival time:
     /// `f(at, from, bytes)`. `at` is the kernel's receive timestamp (clamped
     /// between the engine's last time and now), or now if there is none.
     pub fn recv_at(&mut self, mut f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
-        let vlen = if self.rx_idle { 1 } else { self.batch };
+        let vlen = if self.rx_idle {
+            IDLE_PROBE.min(self.batch)
+        } else {
+            self.batch
+        };
         let cmsg = self.rx_cmsg.as_mut_ptr();
         for (i, h) in self.rx_hdr[..vlen].iter_mut().enumerate() {
             h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
@@ -259,16 +277,16 @@ impl Io {
         // SAFETY: rx_hdr holds `batch` headers whose name/iov pointers refer to our
         // own live buffers of the stated sizes.
         let r = unsafe {
-            libc::recvmmsg(
+            sys_recvmmsg(
                 self.socks[0].as_raw_fd(),
                 self.rx_hdr.as_mut_ptr(),
                 vlen as libc::c_uint,
                 libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
             )
         };
         self.stats.syscalls += 1;
         self.rx_idle = r <= 0;
+        self.rx_full = r as isize == vlen as isize;
         if r <= 0 {
             return 0;
         }
@@ -399,11 +417,17 @@ impl Io {
     }
 
     /// Send everything the engine has (and what an earlier flush could not send).
-    /// Each batch is built at a fresh clock reading (at least `now`): its
-    /// packets' send times are then those of their `sendmmsg`.
-    pub fn flush(&mut self, engine: &mut Engine<FfiBuf>, now: Instant) {
+    /// The first batch is built at `now` (the caller's fresh reading), later
+    /// ones at a new reading: packets' send times are those of their `sendmmsg`.
+    /// Returns true when the engine had nothing more to send (false: the
+    /// kernel refused some for now, call again).
+    pub fn flush(&mut self, engine: &mut Engine<FfiBuf>, now: Instant) -> bool {
+        // The caller's reading serves the first batch (the common case is one
+        // batch or none: an idle poll reads the clock once); later batches,
+        // after a syscall, read it afresh.
+        let mut ns = now.as_nanos();
         loop {
-            let now = self.engine_time(clock::now_ns().max(now.as_nanos()));
+            let now = self.engine_time(ns);
             let mut exhausted = false;
             while self.tx_len < self.batch {
                 let slot = &mut self.tx_buf[self.tx_len];
@@ -433,7 +457,7 @@ impl Io {
                 self.tx_len += 1;
             }
             if self.tx_len == 0 {
-                return;
+                return true;
             }
             let blocked = self.send_queued();
             if blocked {
@@ -442,8 +466,9 @@ impl Io {
                 self.own_bodies();
             }
             if blocked || exhausted {
-                return;
+                return !blocked;
             }
+            ns = clock::now_ns();
         }
     }
 
@@ -511,11 +536,10 @@ impl Io {
                 // SAFETY: tx_hdr[off..pick.len()] are headers built above pointing at
                 // our own live buffers and addresses.
                 let r = unsafe {
-                    libc::sendmmsg(
+                    sys_sendmmsg(
                         fd,
                         self.tx_hdr.as_mut_ptr().add(off),
                         (self.tx_pick.len() - off) as libc::c_uint,
-                        0,
                     )
                 };
                 self.stats.syscalls += 1;
@@ -554,4 +578,26 @@ impl Io {
         self.tx_len = w;
         w > 0
     }
+}
+
+/// `recvmmsg(2)` without libc's cancellation-point wrapper (two calls into
+/// libpthread around every syscall: measurable on an idle progress poll, which
+/// is one syscall and little else). Returns what the syscall returns; errno as
+/// usual.
+///
+/// # Safety
+/// `hdrs` points at `vlen` headers whose buffers are live and writable.
+unsafe fn sys_recvmmsg(fd: i32, hdrs: *mut libc::mmsghdr, vlen: libc::c_uint, flags: i32) -> i32 {
+    let null: *mut libc::timespec = std::ptr::null_mut();
+    // SAFETY: forwarded contract; the kernel reads/writes only the described memory.
+    unsafe { libc::syscall(libc::SYS_recvmmsg, fd, hdrs, vlen, flags, null) as i32 }
+}
+
+/// `sendmmsg(2)` without the cancellation wrapper (see `sys_recvmmsg`).
+///
+/// # Safety
+/// `hdrs` points at `vlen` headers whose buffers are live.
+unsafe fn sys_sendmmsg(fd: i32, hdrs: *mut libc::mmsghdr, vlen: libc::c_uint) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { libc::syscall(libc::SYS_sendmmsg, fd, hdrs, vlen, 0) as i32 }
 }

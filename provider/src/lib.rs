@@ -17,6 +17,7 @@ pub mod buf;
 pub mod config;
 pub mod dgram;
 pub mod engine;
+pub mod hash;
 pub mod msg;
 pub mod rng;
 pub mod sim;

@@ -23,7 +23,9 @@ pub use op::{
     RecvFlags, RecvOp, RmaKind, RmaOp, SendOp,
 };
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hash::FastMap;
 
 use crate::buf::UserBuf;
 use crate::config::{Config, EpMode};
@@ -89,13 +91,13 @@ pub struct MsgLayer<B: UserBuf> {
     blocked: Vec<PeerId>,
     outs: Slab<OutMsg<B>>,
     /// Rendezvous sends by (peer, seq), for CTS lookup.
-    out_map: HashMap<(u32, u32), usize>,
+    out_map: FastMap<(u32, u32), usize>,
     recvs: Slab<RecvEntry<B>>,
     posted_tagged: VecDeque<usize>,
     posted_untagged: VecDeque<usize>,
     ins: Slab<InRec>,
     /// Incoming records by (peer, seq): O(1) per segment.
-    in_map: HashMap<(u32, u32), usize>,
+    in_map: FastMap<(u32, u32), usize>,
     unexp_tagged: VecDeque<usize>,
     unexp_untagged: VecDeque<usize>,
     /// Messages claimed by `FI_PEEK | FI_CLAIM`: (context, record).
@@ -128,12 +130,12 @@ impl<B: UserBuf> MsgLayer<B> {
             ready: VecDeque::new(),
             blocked: Vec::new(),
             outs: Slab::new(),
-            out_map: HashMap::new(),
+            out_map: FastMap::default(),
             recvs: Slab::new(),
             posted_tagged: VecDeque::new(),
             posted_untagged: VecDeque::new(),
             ins: Slab::new(),
-            in_map: HashMap::new(),
+            in_map: FastMap::default(),
             unexp_tagged: VecDeque::new(),
             unexp_untagged: VecDeque::new(),
             claimed: Vec::new(),

@@ -2,7 +2,9 @@
 //! handing their datagrams down, and completing them on the target's reply.
 //! (The target side is `rma_target.rs`; the protocol is `PROTOCOL.md` §10.)
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hash::FastMap;
 
 use super::atomic::{op_code, op_has_operands, type_code};
 use super::op::{
@@ -100,7 +102,7 @@ impl RmaPeer {
 pub(crate) struct RmaState<B> {
     pub outs: super::slab::Slab<RmaOut<B>>,
     /// Started ops by (peer, id), for reply lookup.
-    pub out_map: HashMap<(u32, u32), usize>,
+    pub out_map: FastMap<(u32, u32), usize>,
     pub target: TargetState<B>,
     pub stats: RmaStats,
 }
@@ -109,7 +111,7 @@ impl<B> RmaState<B> {
     pub(crate) fn new() -> Self {
         RmaState {
             outs: super::slab::Slab::new(),
-            out_map: HashMap::new(),
+            out_map: FastMap::default(),
             target: TargetState::new(),
             stats: RmaStats::default(),
         }

@@ -2,7 +2,7 @@
 //! `RmaTarget`, applying writes and atomics, streaming read responses, counting
 //! write bytes for WRITE_DONE / `fi_writedata`, and NAKs. (`PROTOCOL.md` §10.)
 
-use std::collections::HashMap;
+use crate::hash::FastMap;
 
 use super::atomic::{apply, call_of, op_from_code, op_has_operands, type_from_code};
 use super::op::{atomic_valid, AtomicCall, CompKind, Completion};
@@ -58,7 +58,7 @@ pub(crate) struct TargetState<B> {
     /// The resolver of remote keys; `None` refuses everything.
     pub resolver: Option<Box<dyn RmaTarget<B>>>,
     /// Incoming writes by (peer, id).
-    writes: HashMap<(u32, u32), WriteIn>,
+    writes: FastMap<(u32, u32), WriteIn>,
     /// Reply buffers for reuse (no allocation per atomic once warm).
     pool: Vec<Vec<u8>>,
     /// Scratch for atomics: old and new target values.
@@ -70,7 +70,7 @@ impl<B> TargetState<B> {
     pub(crate) fn new() -> Self {
         TargetState {
             resolver: None,
-            writes: HashMap::new(),
+            writes: FastMap::default(),
             pool: Vec::new(),
             old: Vec::new(),
             new: Vec::new(),

@@ -17,7 +17,9 @@ mod timer;
 mod tx;
 
 use core::net::SocketAddr;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hash::FastMap;
 
 use crate::config::Config;
 use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId, SendError};
@@ -50,7 +52,7 @@ pub struct Transmit {
 pub struct Srd {
     p: Params,
     peers: Vec<Peer>,
-    by_addr: HashMap<SocketAddr, PeerId>,
+    by_addr: FastMap<SocketAddr, PeerId>,
     events: VecDeque<DgramEvent>,
     pool: pool::Pool,
     stats: SrdStats,
@@ -103,7 +105,7 @@ impl Srd {
             budget: recv::Budget::new(p.credit_budget),
             p,
             peers: Vec::new(),
-            by_addr: HashMap::new(),
+            by_addr: FastMap::default(),
             events: VecDeque::new(),
             stats,
             cursor: 0,
