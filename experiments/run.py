@@ -77,7 +77,9 @@ QUICK = {
 class Ctx:
     def __init__(self, args, transports, out):
         self.args = args
-        self.p = QUICK if args.quick else FULL
+        self.p = dict(QUICK if args.quick else FULL)
+        if getattr(args, "reps", None):
+            self.p["bad_single_reps"] = args.reps
         self.transports = transports
         self.out = out
         self.raw = os.path.join(out, "raw")
@@ -224,6 +226,7 @@ def main():
     ap.add_argument("--out", help="output directory (default results/experiments-<date>[-quick])")
     ap.add_argument("--only", help="comma-separated experiment numbers")
     ap.add_argument("--msg", type=int, default=64 * KiB, help="message size, bytes")
+    ap.add_argument("--reps", type=int, help="repetitions of the one-flow bad-path trials (default 3, quick 1)")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-up", action="store_true", help="leave the testbed up afterwards")
     ap.add_argument("--report-only", metavar="DIR", help="rewrite DIR/report.md from DIR/results.json")

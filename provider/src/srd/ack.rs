@@ -78,9 +78,9 @@ impl Peer {
                 peer_delay_ns: u64::from(ack.delay_us) * 1000,
                 ..AckSample::default()
             };
-            if let Some((d0, t0)) = rate {
-                s.delivered_bytes = self.tx.delivered - d0;
-                s.interval_ns = now.saturating_since(t0).as_nanos() as u64;
+            if let Some((bytes, ns)) = self.bw_sample(now) {
+                s.delivered_bytes = bytes;
+                s.interval_ns = ns;
             }
             self.cc.on_ack(now, &s);
         }
@@ -162,6 +162,7 @@ impl Peer {
             // one), while the peer-wide RTT behind the timers takes exact ones.
             let sample = elapsed.saturating_sub(delay).max(1);
             p.on_rtt(sample);
+            self.paths.adapt_weight(usize::from(path), now);
             if psn == ack.recent {
                 self.on_rtt(sample);
             }

@@ -18,6 +18,22 @@ const RATE_SAMPLE_NS: u64 = 1_000_000;
 /// slower than the others gets a small cap and so only a short queue.
 const CAP_HEADROOM_PCT: u128 = 150;
 
+/// A path's picker weight meaning "an equal share", fixed point.
+pub const WEIGHT_ONE: u32 = 1024;
+/// Picker weight bounds: a path may carry from 1/16 to 16 times an equal
+/// share (16 random ports over 4 links can put 1 port on one link and 7 on
+/// another).
+const WEIGHT_MIN: u32 = WEIGHT_ONE / 16;
+const WEIGHT_MAX: u32 = WEIGHT_ONE * 16;
+/// Weight change per RTT sample outside the dead band: 1/32 (about 1.3x per
+/// smoothing time constant of the path's srtt, so the weight does not run
+/// ahead of the delay it reacts to).
+const WEIGHT_STEP_SHIFT: u32 = 5;
+/// A path's srtt must differ from the median by at least this much (and by
+/// half the median) before its weight moves: host scheduling jitter is not
+/// a queue.
+const WEIGHT_DEADBAND_NS: u64 = 200_000;
+
 /// Health of one path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Health {
@@ -59,6 +75,13 @@ pub struct Path {
     pub suspect_seq: u64,
     /// Picker: visits to skip before this slow path gets a packet again.
     pub skip: u32,
+    /// Picker weight (`WEIGHT_ONE` = an equal share): grows while the
+    /// path's RTT stays well below the median path's (its link has room:
+    /// fewer of our ports hash onto it than onto the others), shrinks while
+    /// well above (its link is the one queueing).
+    pub weight: u32,
+    /// Smooth weighted round robin: accumulated weight.
+    wrr: i64,
     /// Packets sent on this path (first transmissions and retransmissions).
     pub sent: u64,
     /// Payload bytes sent on this path.
@@ -98,6 +121,8 @@ impl Path {
             probing: false,
             suspect_seq: 0,
             skip: 0,
+            weight: WEIGHT_ONE,
+            wrr: 0,
             sent: 0,
             sent_bytes: 0,
             retransmits: 0,
@@ -380,6 +405,30 @@ impl PathSet {
         !any_usable
     }
 
+    /// Path `i` got an RTT sample at `now`: move its picker weight towards
+    /// an equal queueing delay on every path. Spreading by packets alone,
+    /// a link that only one of our 16 ports hashes onto gets 1/16 of them
+    /// and idles while the links of the other ports overflow (one flow
+    /// over 4 links, one link lossy: 1 port on a good link, 5 and 3 on the
+    /// others gave 926 vs 2600 packets per link). With the same queue on
+    /// every link, each link carries what it can.
+    pub fn adapt_weight(&mut self, i: usize, now: Instant) {
+        let median = self.median_srtt_at(now);
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        if median == 0 || p.srtt_ns == 0 || p.health != Health::Good {
+            return;
+        }
+        let band = (median / 2).max(WEIGHT_DEADBAND_NS);
+        let step = (p.weight >> WEIGHT_STEP_SHIFT).max(1);
+        if p.srtt_ns + band < median {
+            p.weight = (p.weight + step).min(WEIGHT_MAX);
+        } else if p.srtt_ns > median + band {
+            p.weight = p.weight.saturating_sub(step).max(WEIGHT_MIN);
+        }
+    }
+
     /// A path for a packet moved off the slow path `avoid`: the usable path
     /// with the fewest packets in flight among those not much slower than
     /// the median (srtt at most twice it); else whatever `pick` gives.
@@ -416,9 +465,11 @@ impl PathSet {
         let median = self.median_srtt_at(now);
         let total = self.total_rate(now);
         let window = self.window_bytes;
-        for _ in 0..2 * n {
-            let i = self.cursor % n;
-            self.cursor = (i + 1) % n;
+        // Smooth weighted round robin over the eligible paths (equal
+        // weights: plain round robin from the cursor).
+        let (mut best, mut best_wrr, mut sum) = (None, i64::MIN, 0i64);
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
             if avoid == Some(i as u8) && n > 1 {
                 continue;
             }
@@ -430,6 +481,17 @@ impl PathSet {
                 p.skip -= 1;
                 continue;
             }
+            p.wrr += i64::from(p.weight);
+            sum += i64::from(p.weight);
+            if p.wrr > best_wrr {
+                best_wrr = p.wrr;
+                best = Some(i);
+            }
+        }
+        if let Some(i) = best {
+            self.cursor = (i + 1) % n;
+            let p = &mut self.paths[i];
+            p.wrr -= sum;
             // A path much slower than the median gets a share inversely
             // proportional to its RTT, so it does not hold up completion.
             if median > 0 && p.srtt_ns > 2 * median {

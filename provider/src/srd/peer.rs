@@ -28,6 +28,11 @@ const FAN_IN_TLP_MINS: u64 = 2;
 /// ... and the retransmission timer at least this many.
 const FAN_IN_RTO_MINS: u64 = 16;
 
+/// Shortest bandwidth sample, ns (see `Peer::bw_sample`).
+const BW_SAMPLE_MIN_NS: u64 = 1_000_000;
+/// Longest span a bandwidth sample waits for (a queue-long RTT), ns.
+const BW_SAMPLE_MAX_NS: u64 = 8_000_000;
+
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -154,6 +159,11 @@ pub struct Peer {
     pub rx_admit_used: u32,
     /// When the last RESET left (rate limit).
     pub last_reset: Option<Instant>,
+    /// Start of the current bandwidth sample (`ZERO` = none: the next ack
+    /// starts one), see `Peer::bw_sample`.
+    pub bw_from: Instant,
+    /// `tx.delivered` at `bw_from`, bytes.
+    pub bw_from_delivered: u64,
 }
 
 impl Peer {
@@ -204,7 +214,34 @@ impl Peer {
             rx_admitted: false,
             rx_admit_at: Instant::ZERO,
             rx_admit_used: 0,
+            bw_from: Instant::ZERO,
+            bw_from_delivered: 0,
         }
+    }
+
+    /// The bandwidth sample this ack closes, if any: (bytes, ns). A sample
+    /// spans at least `BW_SAMPLE_MIN_NS` and the peer's RTT (at most
+    /// `BW_SAMPLE_MAX_NS`), starting at an ack. Per-ack samples over the
+    /// time since the packet's send-time delivery mark are inflated several
+    /// times when acks come in bursts (a receiver batching its receives on
+    /// a busy host, a fast path's short RTT spanning a burst of a slow
+    /// path's acks): 880 Mbit/s measured on a 400 Mbit/s fabric, and a
+    /// window that overflowed every link's buffer.
+    pub fn bw_sample(&mut self, now: Instant) -> Option<(u64, u64)> {
+        if self.bw_from == Instant::ZERO {
+            self.bw_from = now;
+            self.bw_from_delivered = self.tx.delivered;
+            return None;
+        }
+        let span = self.srtt_ns.clamp(BW_SAMPLE_MIN_NS, BW_SAMPLE_MAX_NS);
+        let el = now.saturating_since(self.bw_from).as_nanos() as u64;
+        if el < span {
+            return None;
+        }
+        let bytes = self.tx.delivered - self.bw_from_delivered;
+        self.bw_from = now;
+        self.bw_from_delivered = self.tx.delivered;
+        Some((bytes, el))
     }
 
     /// Is the receiver holding us to a packet or two (it shares its credit

@@ -302,8 +302,10 @@ impl Peer {
         h.ack = self.take_ack(now, false, ctx.credit, ctx.p.credit_budget);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
-            // Rate samples start from now after an idle period.
+            // Rate samples start from now after an idle period (the
+            // bandwidth sample from the first ack back).
             self.tx.delivered_at = now;
+            self.bw_from = Instant::ZERO;
         }
         let (delivered, delivered_at) = (self.tx.delivered, self.tx.delivered_at);
         let p = &mut self.paths.paths[usize::from(path)];
