@@ -4,7 +4,7 @@
 //!
 //! Hosts are `Node`s at addresses `10.0.0.i:5000`. Between each ordered pair
 //! of hosts there are K path links (a `Transmit.path` maps to link
-//! `path % K`); a host may also have a shared bottleneck link in front of it
+//! `path % K`, or as `Sim::path_links` says); a host may also have a shared bottleneck link in front of it
 //! (incast). Everything random comes from one `Rng` seeded by the test, so a
 //! failing run is replayed from its seed.
 
@@ -76,6 +76,10 @@ pub struct Sim<N: Node> {
     pub links: HashMap<(usize, usize), Vec<Link>>,
     /// Path specs used for pairs not set explicitly.
     pub default_paths: Vec<LinkSpec>,
+    /// Which link each path (entropy value) hashes onto, like an ECMP
+    /// switch's hash of the source port: path `p` takes link
+    /// `path_links[p % len] % K`. Empty (the default): link `p % K`.
+    pub path_links: Vec<usize>,
     /// Optional shared bottleneck in front of each host.
     pub bottleneck: Vec<Option<Link>>,
     /// Packets sent to an address no host has.
@@ -102,6 +106,7 @@ impl<N: Node> Sim<N> {
             nodes,
             links: HashMap::new(),
             default_paths,
+            path_links: Vec::new(),
             unroutable: 0,
             delivered: 0,
             queue: BinaryHeap::new(),
@@ -146,7 +151,11 @@ impl<N: Node> Sim<N> {
             self.unroutable += 1;
             return;
         }
-        let k = usize::from(t.path) % links.len();
+        let p = usize::from(t.path);
+        let k = match self.path_links.len() {
+            0 => p,
+            n => self.path_links[p % n],
+        } % links.len();
         let arrivals = links[k].offer(&mut self.rng, now, len);
         let via = self.bottleneck[dst].is_some();
         for at in arrivals.into_iter().flatten() {

@@ -4,6 +4,7 @@
 use core::time::Duration;
 
 use super::cc::{AckSample, Controller};
+use super::path::Health;
 use super::peer::{Ctx, Peer};
 use super::timer::Timer;
 use super::tx::SlotState;
@@ -16,6 +17,11 @@ const MAX_HEDGED: usize = 64;
 
 /// Later packets acked on the same path that declare an earlier one lost.
 const REORDER_PACKETS: u64 = 3;
+
+/// A packet is overdue (lost) at most this many median path RTTs (doubled,
+/// plus variation) after its send once later ones were acked, however slow
+/// its own path (see `detect_losses`).
+const OVERDUE_MEDIANS: u64 = 2;
 
 impl Peer {
     /// Process an acknowledgement that arrived at `now`.
@@ -78,10 +84,15 @@ impl Peer {
                 peer_delay_ns: u64::from(ack.delay_us) * 1000,
                 ..AckSample::default()
             };
-            if let Some((bytes, ns)) = self.bw_sample(now) {
-                s.delivered_bytes = bytes;
-                s.interval_ns = ns;
+            if let Some((d0, t0)) = rate {
+                s.delivered_bytes = self.tx.delivered - d0;
+                s.interval_ns = now.saturating_since(t0).as_nanos() as u64;
             }
+            if let Some((bytes, ns)) = self.bw_sample(now) {
+                s.avg_bytes = bytes;
+                s.avg_interval_ns = ns;
+            }
+            s.receiver_limited = self.tx.credit.is_some();
             self.cc.on_ack(now, &s);
         }
         self.detect_losses(ctx, now);
@@ -118,7 +129,10 @@ impl Peer {
             ctx.stats.spurious_losses += 1;
         }
         *acked_bytes += len;
-        if rate.is_none_or(|(d, _)| d0 >= d) {
+        // A resent packet may be acked for its first copy moments after
+        // the resend: its rate sample would span microseconds (165 MB/s
+        // read on a 50 MB/s fabric). Only packets sent once give samples.
+        if sends == 1 && rate.is_none_or(|(d, _)| d0 >= d) {
             *rate = Some((d0, t0));
         }
         if sent > self.largest_acked_sent {
@@ -218,6 +232,7 @@ impl Peer {
         let mut next: Option<Instant> = None;
         let peer_rtt = self.rtt_ns();
         let ack_delay = ctx.p.ack_delay_ns;
+        let median = self.paths.median_srtt_at(now);
         for pi in 0..self.paths.paths.len() {
             loop {
                 let p = &self.paths.paths[pi];
@@ -255,7 +270,16 @@ impl Peer {
                 }
                 if !lost && self.largest_acked_sent > slot.sent {
                     // Something sent after it (on any path) was acked: it is
-                    // overdue once well past its own path's RTT.
+                    // overdue once well past its own path's RTT, but at most
+                    // a few median path RTTs: a path 10x slower than the
+                    // others (its queue holding most of the window) is as
+                    // good as lossy, and waiting out its RTT stalls the
+                    // transfer.
+                    let (srtt, var) = if median > 0 {
+                        (srtt.min(OVERDUE_MEDIANS * median), var.min(median))
+                    } else {
+                        (srtt, var)
+                    };
                     let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
                     if now >= t {
                         ctx.stats.lost_overdue += 1;
@@ -318,9 +342,13 @@ impl Peer {
         // Only at the tail: the fast paths ran dry while slow ones still
         // hold packets (the newest of a slow queue would arrive last). One
         // copy at a time: it makes a fast path busy until acked.
+        // A bad path's probe counts as slow: it carries data, and on a
+        // path that went bad by queueing (a 10x slower link) it may sit
+        // there for tens of ms, holding the cumulative ack.
+        let is_slow = |p: &super::path::Path| p.srtt_ns > 2 * median || p.health == Health::Bad;
         let (mut fast, mut slow) = (0u64, 0u64);
         for p in &self.paths.paths {
-            if p.srtt_ns > 2 * median {
+            if is_slow(p) {
                 slow += p.inflight_pkts();
             } else {
                 fast += p.inflight_pkts();
@@ -331,7 +359,7 @@ impl Peer {
         }
         for pi in 0..self.paths.paths.len() {
             let p = &self.paths.paths[pi];
-            if p.srtt_ns <= 2 * median {
+            if !is_slow(p) {
                 continue;
             }
             let found = p.outstanding.iter().rev().copied().find(|&(psn, pseq)| {
@@ -343,6 +371,8 @@ impl Peer {
                     && slot.sends == 1
             });
             if let Some((psn, _)) = found {
+                let rtt = self.rtt_ns();
+                self.paths.paths[pi].probe_unanswered(now, rtt);
                 ctx.stats.tail_hedges += 1;
                 self.mark_lost(ctx, now, psn, false);
                 self.hedge_psn = Some(psn);

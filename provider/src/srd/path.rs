@@ -73,8 +73,6 @@ pub struct Path {
     pub probing: bool,
     /// While `Suspect`: `next_seq` when it became suspect (one more packet allowed).
     pub suspect_seq: u64,
-    /// Picker: visits to skip before this slow path gets a packet again.
-    pub skip: u32,
     /// Picker weight (`WEIGHT_ONE` = an equal share): grows while the
     /// path's RTT stays well below the median path's (its link has room:
     /// fewer of our ports hash onto it than onto the others), shrinks while
@@ -120,7 +118,6 @@ impl Path {
             probe_backoff: 0,
             probing: false,
             suspect_seq: 0,
-            skip: 0,
             weight: WEIGHT_ONE,
             wrr: 0,
             sent: 0,
@@ -245,6 +242,19 @@ impl Path {
         self.probe_backoff = 0;
     }
 
+    /// The outstanding probe of this bad path went unanswered (lost, or
+    /// moved to another path before its ack came): back off, and probe
+    /// again later. Without this a probe whose packet was resent elsewhere
+    /// (its ack then credits no path) left the path unprobed for good.
+    pub fn probe_unanswered(&mut self, now: Instant, rtt_ns: u64) {
+        if self.health != Health::Bad || !self.probing {
+            return;
+        }
+        self.probing = false;
+        self.probe_backoff = (self.probe_backoff + 1).min(6);
+        self.probe_at = now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
+    }
+
     /// A packet sent on this path was declared lost at `now`; `rtt_ns` is the
     /// peer's typical RTT (how long a bad path is avoided before a probe).
     pub fn on_lost(&mut self, now: Instant, rtt_ns: u64) {
@@ -253,10 +263,7 @@ impl Path {
         if self.health == Health::Bad {
             if self.probing {
                 // The probe died too: back off.
-                self.probing = false;
-                self.probe_backoff = (self.probe_backoff + 1).min(6);
-                self.probe_at =
-                    now + Duration::from_nanos(rtt_ns.max(1000) * (4 << self.probe_backoff));
+                self.probe_unanswered(now, rtt_ns);
             }
         } else if self.loss_streak >= 2 {
             self.health = Health::Bad;
@@ -477,12 +484,17 @@ impl PathSet {
             if !p.usable() || !Self::path_has_room(p, now, total, window) {
                 continue;
             }
-            if p.skip > 0 {
-                p.skip -= 1;
-                continue;
-            }
-            p.wrr += i64::from(p.weight);
-            sum += i64::from(p.weight);
+            // A path much slower than the median gets a share inversely
+            // proportional to its RTT (down to 1/32), so it does not hold
+            // up completion.
+            let w = if median > 0 && p.srtt_ns > 2 * median {
+                let slow = (p.srtt_ns / median).min(32);
+                (u64::from(p.weight) / slow).max(1)
+            } else {
+                u64::from(p.weight)
+            } as i64;
+            p.wrr += w;
+            sum += w;
             if p.wrr > best_wrr {
                 best_wrr = p.wrr;
                 best = Some(i);
@@ -491,12 +503,9 @@ impl PathSet {
         if let Some(i) = best {
             self.cursor = (i + 1) % n;
             let p = &mut self.paths[i];
-            p.wrr -= sum;
-            // A path much slower than the median gets a share inversely
-            // proportional to its RTT, so it does not hold up completion.
-            if median > 0 && p.srtt_ns > 2 * median {
-                p.skip = ((p.srtt_ns / median) as u32).min(32) - 1;
-            }
+            // Bounded below: a path eligible again after a long while
+            // (health, cap) must not owe an unbounded debt.
+            p.wrr = (p.wrr - sum).max(-2 * i64::from(WEIGHT_MAX));
             return (i as u8, false);
         }
         // Every path is bad (or skipped): fall back to plain round robin.

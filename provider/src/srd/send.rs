@@ -196,11 +196,11 @@ impl Peer {
             }
             self.tx.retx.pop_front();
             let old_path = self.tx.slot(psn).path;
-            let (path, _) = if self.hedge_psn.take() == Some(psn) {
-                self.paths.pick_fast(now, old_path)
-            } else {
-                self.paths.pick(now, Some(old_path))
-            };
+            // Like a hedge, a resend goes on a path no slower than most:
+            // it holds up the cumulative ack (and with it the send window),
+            // and one of several slow paths would hold it for their queue.
+            self.hedge_psn = None;
+            let (path, _) = self.paths.pick_fast(now, old_path);
             ctx.stats.retransmits += 1;
             let more = if self.has_more() { flags::MORE } else { 0 };
             return Some(self.send_data(

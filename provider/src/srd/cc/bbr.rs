@@ -4,6 +4,15 @@
 //! min RTT (the whole connection queueing, e.g. incast) lowers the gains;
 //! one slow path is handled by the path picker, not here.
 //!
+//! Two bandwidth estimates: the peak of per-ack samples (the rate of a
+//! burst: a receiver that runs in slices acks in bursts, and the window
+//! must cover its gaps) and the peak of windowed samples (a millisecond or
+//! an RTT of acks). While the NETWORK queues (the median path RTT well above
+//! the min) and no receiver credit bounds the flight, the smaller one
+//! rules: ack bursts on a busy host made per-ack samples read 2-4x the
+//! fabric's rate (880 Mbit/s on a 400 Mbit/s fabric), and a window that
+//! large filled every link's buffer until it overflowed.
+//!
 //! Host-aware: the window also covers the time the RECEIVING HOST holds our
 //! packets before acking them (reported in every ack; with kernel arrival
 //! stamps it includes time in the socket buffer while the receiving process
@@ -39,6 +48,12 @@ pub struct Bbr {
     host_stamp: Instant,
     /// Most of `host_delay_ns` the window covers, ns.
     max_host_delay_ns: u64,
+    /// Peak of the windowed delivery-rate samples, bytes/s (0 = none yet).
+    bw_avg: u64,
+    /// When `bw_avg` was last raised or refreshed.
+    bw_avg_stamp: Instant,
+    /// The receiver's credit bounds our flight (as of the latest ack).
+    receiver_limited: bool,
     /// `bw` before the timeouts since the last ack, bytes/s (for their undo).
     bw_before_timeout: Option<u64>,
 }
@@ -64,6 +79,9 @@ impl Bbr {
             host_delay_ns: 0,
             host_stamp: Instant::ZERO,
             max_host_delay_ns,
+            bw_avg: 0,
+            bw_avg_stamp: Instant::ZERO,
+            receiver_limited: false,
             bw_before_timeout: None,
         }
     }
@@ -78,9 +96,15 @@ impl Bbr {
         self.min_rtt_ns > 0 && self.median_srtt_ns > 2 * self.min_rtt_ns + 20_000
     }
 
-    /// Bottleneck bandwidth estimate, bytes/s.
+    /// Bottleneck bandwidth estimate in use, bytes/s: the per-ack peak, or
+    /// the windowed one when smaller while the network queues and no
+    /// receiver credit bounds us (see the module doc).
     pub fn bandwidth(&self) -> u64 {
-        self.bw
+        if self.bw_avg > 0 && !self.receiver_limited && self.congested() {
+            self.bw.min(self.bw_avg)
+        } else {
+            self.bw
+        }
     }
 
     /// How long a bandwidth maximum is kept before it may decay, ns.
@@ -111,6 +135,20 @@ impl Controller for Bbr {
         } else if stale {
             self.host_delay_ns = (self.host_delay_ns * 3 / 4).max(s.peer_delay_ns);
             self.host_stamp = now;
+        }
+        self.receiver_limited = s.receiver_limited;
+        if s.avg_interval_ns > 0 {
+            let rate = (u128::from(s.avg_bytes) * 1_000_000_000 / u128::from(s.avg_interval_ns))
+                .min(u128::from(u64::MAX / 4)) as u64;
+            let stale =
+                now.saturating_since(self.bw_avg_stamp).as_nanos() as u64 > self.bw_window_ns();
+            if rate >= self.bw_avg {
+                self.bw_avg = rate;
+                self.bw_avg_stamp = now;
+            } else if stale {
+                self.bw_avg = (self.bw_avg * 3 / 4).max(rate);
+                self.bw_avg_stamp = now;
+            }
         }
         if s.interval_ns > 0 && s.delivered_bytes > 0 {
             // At least 1 µs: a burst acked "at once" is no rate measurement.
@@ -145,7 +183,8 @@ impl Controller for Bbr {
     }
 
     fn window(&self) -> u64 {
-        if self.bw == 0 || self.min_rtt_ns == 0 {
+        let bw = self.bandwidth();
+        if bw == 0 || self.min_rtt_ns == 0 {
             // Honoured as configured: it bounds the first round trip's burst.
             return self.initial_window;
         }
@@ -156,21 +195,22 @@ impl Controller for Bbr {
         // not starve the pipe. Half, so that our own queue cannot feed back.
         let hold = self.ack_delay_ns.max(self.host_delay());
         let rtt = (self.min_rtt_ns + hold).max(self.median_srtt_ns / 2);
-        let bdp = (u128::from(self.bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX))
-            as u64;
+        let bdp =
+            (u128::from(bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX)) as u64;
         bdp.saturating_mul(gain).max(self.min_window)
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        if self.bw == 0 {
+        let bw = self.bandwidth();
+        if bw == 0 {
             return None;
         }
         // Pace above the estimate so the rate can grow (BBR's startup gain);
         // closer to it when the whole connection is queueing.
         Some(if self.congested() {
-            self.bw / 4 * 5
+            bw / 4 * 5
         } else {
-            self.bw.saturating_mul(2)
+            bw.saturating_mul(2)
         })
     }
 }

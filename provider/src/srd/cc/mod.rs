@@ -17,6 +17,14 @@ pub struct AckSample {
     pub min_rtt_ns: u64,
     /// Median smoothed RTT over the usable paths, ns (0 = unknown).
     pub median_srtt_ns: u64,
+    /// Windowed delivery-rate sample (at least a millisecond and an RTT of
+    /// acks, see `Peer::bw_sample`): bytes over `avg_interval_ns` (0 = none).
+    pub avg_bytes: u64,
+    /// Interval of the windowed sample, ns.
+    pub avg_interval_ns: u64,
+    /// The receiver bounds our flight with a credit (it shares its buffer
+    /// among several senders, or schedules them).
+    pub receiver_limited: bool,
     /// How long the receiver held the newest packet this ack reports before
     /// acknowledging it, ns: its delayed-ack time plus, where its driver
     /// stamps arrivals in the kernel, the time the packet waited in the
