@@ -78,6 +78,10 @@ class Ctx:
     def __init__(self, args, transports, out):
         self.args = args
         self.p = dict(QUICK if args.quick else FULL)
+        if getattr(args, "incast_flows", None):
+            self.p["incast_flows"] = [int(x) for x in args.incast_flows.split(",")]
+        if getattr(args, "incast_sizes", None):
+            self.p["incast_sizes"] = [int(x) for x in args.incast_sizes.split(",")]
         if getattr(args, "reps", None):
             self.p["bad_single_reps"] = args.reps
         self.transports = transports
@@ -226,6 +230,8 @@ def main():
     ap.add_argument("--out", help="output directory (default results/experiments-<date>[-quick])")
     ap.add_argument("--only", help="comma-separated experiment numbers")
     ap.add_argument("--msg", type=int, default=64 * KiB, help="message size, bytes")
+    ap.add_argument("--incast-flows", help="comma-separated flow counts of experiment 1 (default 8,32,64)")
+    ap.add_argument("--incast-sizes", help="comma-separated flow sizes of experiment 1, bytes (default 64 KiB, 1 MiB, 8 MiB)")
     ap.add_argument("--reps", type=int, help="repetitions of the one-flow bad-path trials (default 3, quick 1)")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-up", action="store_true", help="leave the testbed up afterwards")

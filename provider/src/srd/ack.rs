@@ -70,6 +70,7 @@ impl Peer {
         }
         if acked_bytes > 0 {
             self.rto_fired = None;
+            self.first_flight = false;
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;
             self.tx.last_progress = now;
@@ -274,8 +275,11 @@ impl Peer {
                     // a few median path RTTs: a path 10x slower than the
                     // others (its queue holding most of the window) is as
                     // good as lossy, and waiting out its RTT stalls the
-                    // transfer.
-                    let (srtt, var) = if median > 0 {
+                    // transfer. Not under a receiver credit: there the
+                    // paths share the receiver's queue, their RTTs differ
+                    // by chance, and the cap took late packets for lost
+                    // (25x the losses, and RTOs, at 64 senders).
+                    let (srtt, var) = if median > 0 && self.tx.credit.is_none() {
                         (srtt.min(OVERDUE_MEDIANS * median), var.min(median))
                     } else {
                         (srtt, var)

@@ -159,6 +159,13 @@ pub struct Peer {
     pub rx_admit_used: u32,
     /// When the last RESET left (rate limit).
     pub last_reset: Option<Instant>,
+    /// Sending after a quiet spell and nothing acked since: the RTT of this
+    /// flight is unknown (the receiver may have just been hit by many
+    /// senders going busy at once, the start of an incast), so the
+    /// retransmission timer gets the fan-in floor; the tail-loss probe
+    /// still repairs a lost packet quickly. At 32-64 flows nearly all RTOs
+    /// fired in the first 2 ms of the burst, on RTTs sampled while idle.
+    pub first_flight: bool,
     /// Start of the current bandwidth sample (`ZERO` = none: the next ack
     /// starts one), see `Peer::bw_sample`.
     pub bw_from: Instant,
@@ -214,6 +221,7 @@ impl Peer {
             rx_admitted: false,
             rx_admit_at: Instant::ZERO,
             rx_admit_used: 0,
+            first_flight: false,
             bw_from: Instant::ZERO,
             bw_from_delivered: 0,
         }
@@ -270,10 +278,13 @@ impl Peer {
         } else {
             // RTT samples leave out how long the receiver held packets before
             // acking (descheduled on a busy host), but the timer must not: a
-            // receiver off the CPU for a few ms is not a loss.
-            self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
+            // receiver off the CPU for a few ms is not a loss. Its recent
+            // peak, uncapped: with 65 busy processes on 2 CPUs a receiver
+            // waits tens of ms for its turn, and the senders' timers then
+            // expired (almost all of the RTOs at 32-64 flows were spurious).
+            self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay_peak())
         };
-        let floor = if self.fan_in_limited() {
+        let floor = if self.fan_in_limited() || self.first_flight {
             FAN_IN_RTO_MINS * p.min_rto_ns
         } else {
             p.min_rto_ns

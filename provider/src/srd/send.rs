@@ -9,6 +9,10 @@ use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
 use super::Transmit;
 use crate::time::Instant;
+
+/// Idle this long before sending again, a sender's flight counts as a
+/// first flight (see `Peer::first_flight`), ns.
+const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
 use crate::wire::srd::{flags, AckRepr, PacketType, Repr, HEADER_LEN, MAX_SACK_EXT_BYTES};
 
 impl Peer {
@@ -344,6 +348,11 @@ impl Peer {
         }
         if idle {
             self.rto_base = now;
+            // Unless the receiver acknowledged something within the last
+            // few ms, how many other senders just went busy with us is
+            // unknown: see `Peer::first_flight`.
+            self.first_flight = now.saturating_since(self.tx.last_progress).as_nanos()
+                > u128::from(FIRST_FLIGHT_QUIET_NS);
         }
         self.last_data_sent = now;
         self.tx.bytes_in_flight += len as u64;

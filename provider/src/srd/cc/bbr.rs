@@ -26,6 +26,9 @@
 use super::{AckSample, Controller};
 use crate::time::Instant;
 
+/// How long the RTO's hold-time peak is kept before it decays, ns.
+const RTO_HOLD_MEMORY_NS: u128 = 1_000_000_000;
+
 /// BBR-like controller state.
 pub struct Bbr {
     /// Bottleneck bandwidth estimate, bytes/s (0 = none yet).
@@ -46,6 +49,10 @@ pub struct Bbr {
     host_delay_ns: u64,
     /// When `host_delay_ns` was last raised or refreshed.
     host_stamp: Instant,
+    /// Long-memory peak of the hold time for the RTO, ns (see `host_delay_peak`).
+    rto_hold_ns: u64,
+    /// When `rto_hold_ns` was last raised or decayed.
+    rto_hold_stamp: Instant,
     /// Most of `host_delay_ns` the window covers, ns.
     max_host_delay_ns: u64,
     /// Peak of the windowed delivery-rate samples, bytes/s (0 = none yet).
@@ -78,6 +85,8 @@ impl Bbr {
             ack_delay_ns,
             host_delay_ns: 0,
             host_stamp: Instant::ZERO,
+            rto_hold_ns: 0,
+            rto_hold_stamp: Instant::ZERO,
             max_host_delay_ns,
             bw_avg: 0,
             bw_avg_stamp: Instant::ZERO,
@@ -89,6 +98,16 @@ impl Bbr {
     /// The receiver hold time the window covers, ns.
     pub fn host_delay(&self) -> u64 {
         self.host_delay_ns.min(self.max_host_delay_ns)
+    }
+
+    /// Peak of the receiver-reported hold time over the last second or so,
+    /// uncapped, ns: what the retransmission timer must wait out (a
+    /// receiver off the CPU is not a loss), where the window's term stays
+    /// capped. A long memory: a loaded host deschedules its processes every
+    /// few hundred ms, far apart compared with the window's peak (kept for
+    /// ten RTTs).
+    pub fn host_delay_peak(&self) -> u64 {
+        self.rto_hold_ns
     }
 
     /// Is the connection as a whole queueing (most paths' RTT well above min)?
@@ -129,6 +148,13 @@ impl Controller for Bbr {
         // Peak hold time, kept as long as a bandwidth maximum: the gaps of
         // a descheduled receiver come every few ms, not every ack.
         let stale = now.saturating_since(self.host_stamp).as_nanos() as u64 > self.bw_window_ns();
+        if s.peer_delay_ns >= self.rto_hold_ns {
+            self.rto_hold_ns = s.peer_delay_ns;
+            self.rto_hold_stamp = now;
+        } else if now.saturating_since(self.rto_hold_stamp).as_nanos() > RTO_HOLD_MEMORY_NS {
+            self.rto_hold_ns = (self.rto_hold_ns * 3 / 4).max(s.peer_delay_ns);
+            self.rto_hold_stamp = now;
+        }
         if s.peer_delay_ns >= self.host_delay_ns {
             self.host_delay_ns = s.peer_delay_ns;
             self.host_stamp = now;
