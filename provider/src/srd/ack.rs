@@ -279,7 +279,8 @@ impl Peer {
                     // paths share the receiver's queue, their RTTs differ
                     // by chance, and the cap took late packets for lost
                     // (25x the losses, and RTOs, at 64 senders).
-                    let (srtt, var) = if median > 0 && self.tx.credit.is_none() {
+                    let slow = median > 0 && srtt > OVERDUE_MEDIANS * median;
+                    let (srtt, var) = if slow && self.tx.credit.is_none() {
                         (srtt.min(OVERDUE_MEDIANS * median), var.min(median))
                     } else {
                         (srtt, var)
