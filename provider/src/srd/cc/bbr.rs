@@ -8,10 +8,11 @@
 //! burst: a receiver that runs in slices acks in bursts, and the window
 //! must cover its gaps) and the peak of windowed samples (a millisecond or
 //! an RTT of acks). While the NETWORK queues (the median path RTT well above
-//! the min) and no receiver credit bounds the flight, the smaller one
-//! rules: ack bursts on a busy host made per-ack samples read 2-4x the
-//! fabric's rate (880 Mbit/s on a 400 Mbit/s fabric), and a window that
-//! large filled every link's buffer until it overflowed.
+//! the min) and no receiver credit bounds the flight, the smaller one sets
+//! the window (pacing keeps the per-ack peak): ack bursts on a busy host
+//! made per-ack samples read 2-4x the fabric's rate (880 Mbit/s on a
+//! 400 Mbit/s fabric), and a window that large filled every link's buffer
+//! until it overflowed.
 //!
 //! Host-aware: the window also covers the time the RECEIVING HOST holds our
 //! packets before acking them (reported in every ack; with kernel arrival
@@ -115,9 +116,9 @@ impl Bbr {
         self.min_rtt_ns > 0 && self.median_srtt_ns > 2 * self.min_rtt_ns + 20_000
     }
 
-    /// Bottleneck bandwidth estimate in use, bytes/s: the per-ack peak, or
-    /// the windowed one when smaller while the network queues and no
-    /// receiver credit bounds us (see the module doc).
+    /// Bottleneck bandwidth estimate the window uses, bytes/s: the per-ack
+    /// peak, or the windowed one when smaller while the network queues and
+    /// no receiver credit bounds us (see the module doc).
     pub fn bandwidth(&self) -> u64 {
         if self.bw_avg > 0 && !self.receiver_limited && self.congested() {
             self.bw.min(self.bw_avg)
@@ -227,7 +228,11 @@ impl Controller for Bbr {
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        let bw = self.bandwidth();
+        // The per-ack peak: the windowed one bounds the window only. On a
+        // host whose scheduling delays keep the median RTT far above the
+        // min ("congested" with empty links), pacing at 1.25x the windowed
+        // rate held a lone flow at a third of the fabric after a spurious RTO.
+        let bw = self.bw;
         if bw == 0 {
             return None;
         }
