@@ -109,14 +109,8 @@ impl Peer {
         if self.timers.get(Timer::Credit).is_some() {
             return;
         }
-        // At most MAX_WAIT_NS even with a long RTT estimate: the receiver
-        // counts a sender as waiting only while it heard its MORE in the
-        // last 50 ms and hands free slots to those; a sender whose srtt had
-        // blown up to 0.4 s (RTO backoffs on a host stalled by other work)
-        // probed every 1.5 s, was passed over, and failed as unreachable
-        // after 30 s with its last packets unsent.
-        let base = ctx.p.min_rto_ns.max(4 * self.rtt_ns()).min(MAX_WAIT_NS);
-        let wait = (base << self.credit_probes.min(4)).min(MAX_WAIT_NS.max(ctx.p.min_rto_ns));
+        let base = ctx.p.min_rto_ns.max(4 * self.rtt_ns());
+        let wait = (base << self.credit_probes.min(4)).min(MAX_WAIT_NS.max(base));
         self.timers
             .set(Timer::Credit, now + Duration::from_nanos(wait));
     }
