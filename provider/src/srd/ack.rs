@@ -132,8 +132,17 @@ impl Peer {
         *acked_bytes += len;
         // A resent packet may be acked for its first copy moments after
         // the resend: its rate sample would span microseconds (165 MB/s
-        // read on a 50 MB/s fabric). Only packets sent once give samples.
-        if sends == 1 && rate.is_none_or(|(d, _)| d0 >= d) {
+        // read on a 50 MB/s fabric). Such an ack (sooner than half its
+        // path's min RTT after the resend) gives no sample; other resent
+        // packets do: where most acked packets are resends (a fan-in with
+        // many probes), the estimate must still be able to recover from
+        // timeout cuts, or pacing crawls and the sender stalls.
+        let too_soon = sends > 1 && {
+            let p = &self.paths.paths[usize::from(path)];
+            p.min_rtt_ns != u64::MAX
+                && (now.saturating_since(sent).as_nanos() as u64) < p.min_rtt_ns / 2
+        };
+        if !too_soon && rate.is_none_or(|(d, _)| d0 >= d) {
             *rate = Some((d0, t0));
         }
         if sent > self.largest_acked_sent {
