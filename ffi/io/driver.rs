@@ -22,7 +22,7 @@ use crate::io::clock;
 /// Control-message room per receive slot: one `SCM_TIMESTAMPNS` (a cmsghdr and
 /// a timespec, 32 bytes on 64-bit Linux) with slack.
 const CMSG_BYTES: usize = 64;
-/// Entries of a receive call after one that found nothing (see `Io::rx_idle`).
+/// Entries of a receive call after one that found little (see `Io::rx_last`).
 const IDLE_PROBE: usize = 2;
 /// A receive this soon after the previous one may probe with `recvfrom` and
 /// stamp what it finds with the current time (see `Io::recv_at`), ns.
@@ -92,12 +92,15 @@ pub struct Io {
     /// iovecs of one directly placed receive: headers into slot 0, payload
     /// into up to `IOV_LIMIT` application pieces.
     place_iov: [libc::iovec; TX_IOVS],
-    /// The last receive found nothing: probe with a two-message call first (each
-    /// header is prepared here and copied in by the kernel, which makes idle polls
-    /// with a full batch dearer). Two, not one: a lone datagram then comes back
-    /// with proof that the socket is empty behind it, so the caller need not spend
-    /// another syscall to learn that before it handles the datagram.
-    rx_idle: bool,
+    /// Datagrams the last receive call returned (a second single `recvfrom` hit
+    /// in a row counts as 2). Below 2 the next call is a single `recvfrom` while
+    /// the application polls (see `recv_at`), else a two-message `recvmmsg`;
+    /// only after a fuller call a whole batch: each header
+    /// is prepared here and copied in by the kernel, which makes a batch call
+    /// that finds little dearer. Two, not one: a lone datagram then comes back
+    /// with proof that the socket is empty behind it, so the caller need not
+    /// spend another syscall to learn that before it handles the datagram.
+    rx_last: usize,
     /// The last receive filled every entry it asked for: more may be waiting.
     rx_full: bool,
     /// Clock reading of the latest `recv_at`, ns.
@@ -171,7 +174,7 @@ impl Io {
                 iov_base: std::ptr::null_mut(),
                 iov_len: 0,
             }; TX_IOVS],
-            rx_idle: true,
+            rx_last: 0,
             rx_full: false,
             rx_polled_ns: 0,
             stats: IoStats::default(),
@@ -275,10 +278,10 @@ impl Io {
     pub fn recv_at(&mut self, now_ns: u64, mut f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
         let fresh = now_ns.saturating_sub(self.rx_polled_ns) < PROBE_FRESH_NS;
         self.rx_polled_ns = now_ns;
-        if self.rx_idle && fresh {
+        if self.rx_last < IDLE_PROBE && fresh {
             return self.recv_probe(now_ns, &mut f);
         }
-        let vlen = if self.rx_idle {
+        let vlen = if self.rx_last < IDLE_PROBE {
             IDLE_PROBE.min(self.batch)
         } else {
             self.batch
@@ -303,7 +306,7 @@ impl Io {
             )
         };
         self.stats.syscalls += 1;
-        self.rx_idle = r <= 0;
+        self.rx_last = r.max(0) as usize;
         self.rx_full = r as isize == vlen as isize;
         if r <= 0 {
             return 0;
@@ -347,9 +350,11 @@ impl Io {
         self.stats.syscalls += 1;
         self.rx_full = false;
         if r < 0 {
+            self.rx_last = 0;
             return 0;
         }
-        self.rx_idle = false;
+        // A second datagram in a row: a burst, batch from now on.
+        self.rx_last = if self.rx_last == 0 { 1 } else { IDLE_PROBE };
         self.stats.rx_packets += 1;
         // MSG_TRUNC: r is the datagram's real length.
         let len = r as usize;
@@ -466,7 +471,7 @@ impl Io {
             }
         }
         self.stats.rx_packets += got as u64;
-        self.rx_idle = got == 0;
+        self.rx_last = got;
         got
     }
 
