@@ -5,6 +5,7 @@
 
 mod common;
 use common::fab::*;
+use common::stat_sum;
 
 use std::net::UdpSocket;
 use std::os::raw::c_void;
@@ -159,22 +160,6 @@ fn junk(sock: &UdpSocket, dst: &libc::sockaddr_in, round: u32, gap: Duration) ->
         std::thread::sleep(gap);
     }
     sizes.len()
-}
-
-/// Sum of `"key":N` over the JSON lines of a stats file.
-fn stat_sum(text: &str, key: &str) -> u64 {
-    let pat = format!("\"{key}\":");
-    let mut sum = 0;
-    for l in text.lines() {
-        for (i, _) in l.match_indices(&pat) {
-            let rest = &l[i + pat.len()..];
-            let end = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len());
-            sum += rest[..end].parse::<u64>().unwrap_or(0);
-        }
-    }
-    sum
 }
 
 /// One test per process: the stats file and MTU knobs are process-wide.
