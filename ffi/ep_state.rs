@@ -425,11 +425,20 @@ impl EpState {
         let Some(run) = &mut self.run else {
             return err::EOPBADSTATE as isize;
         };
+        let queued = run.engine.queued_total();
         let rc = run.engine.post_recv(op);
+        let sends = run.engine.queued_total() != queued;
         if rc.is_err() && rflags.multi_recv {
             self.multi_bases.remove(&context);
         }
-        self.progress_after_post();
+        if sends {
+            // It matched a waiting rendezvous message: its CTS leaves now.
+            self.progress_after_post();
+        } else {
+            // Usually nothing to send: only hand over what it completed (a
+            // receive matched to an unexpected eager message).
+            self.take_completions();
+        }
         op_result(rc)
     }
 
@@ -488,6 +497,11 @@ impl EpState {
         self.progressed_ns = now.as_nanos();
         run.stale = !run.io.flush(&mut run.engine, now);
         run.next_timer = run.engine.poll_timeout();
+        self.take_completions();
+    }
+
+    /// Engine completions to CQs and counters.
+    fn take_completions(&mut self) {
         while let Some(c) = self.run.as_mut().and_then(|r| r.engine.poll_completion()) {
             self.complete(c);
         }
@@ -505,8 +519,9 @@ impl EpState {
             let n = if placing {
                 run.io.recv_placed(engine)
             } else {
-                run.io
-                    .recv_at(|at, from, bytes| engine.handle_datagram(at, from, bytes))
+                run.io.recv_at(now.as_nanos(), |at, from, bytes| {
+                    engine.handle_datagram(at, from, bytes)
+                })
             };
             // A call that came back short found the socket empty: another
             // would only cost a syscall before what arrived is handled.

@@ -9,6 +9,7 @@
 
 mod common;
 use common::fab::*;
+use common::stat_sum;
 
 use std::os::raw::c_void;
 use std::ptr::null_mut;
@@ -317,22 +318,6 @@ fn exchange(p: &Pair, recv_first: bool) {
         );
         assert!(tx[i].guards_ok(), "message {i}: send guard bytes changed");
     }
-}
-
-/// Sum of `"key":N` over the JSON lines of a stats file.
-fn stat_sum(text: &str, key: &str) -> u64 {
-    let pat = format!("\"{key}\":");
-    let mut sum = 0;
-    for l in text.lines() {
-        for (i, _) in l.match_indices(&pat) {
-            let rest = &l[i + pat.len()..];
-            let end = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len());
-            sum += rest[..end].parse::<u64>().unwrap_or(0);
-        }
-    }
-    sum
 }
 
 fn run_and_count(place: bool) -> (u64, u64) {

@@ -22,8 +22,11 @@ use crate::io::clock;
 /// Control-message room per receive slot: one `SCM_TIMESTAMPNS` (a cmsghdr and
 /// a timespec, 32 bytes on 64-bit Linux) with slack.
 const CMSG_BYTES: usize = 64;
-/// Entries of a receive call after one that found nothing (see `Io::rx_idle`).
+/// Entries of a receive call after one that found little (see `Io::rx_last`).
 const IDLE_PROBE: usize = 2;
+/// A receive this soon after the previous one may probe with `recvfrom` and
+/// stamp what it finds with the current time (see `Io::recv_at`), ns.
+const PROBE_FRESH_NS: u64 = 20_000;
 
 /// Counters of what the driver did (for logs and tests).
 #[derive(Copy, Clone, Debug, Default)]
@@ -89,14 +92,19 @@ pub struct Io {
     /// iovecs of one directly placed receive: headers into slot 0, payload
     /// into up to `IOV_LIMIT` application pieces.
     place_iov: [libc::iovec; TX_IOVS],
-    /// The last receive found nothing: probe with a two-message call first (each
-    /// header is prepared here and copied in by the kernel, which makes idle polls
-    /// with a full batch dearer). Two, not one: a lone datagram then comes back
-    /// with proof that the socket is empty behind it, so the caller need not spend
-    /// another syscall to learn that before it handles the datagram.
-    rx_idle: bool,
+    /// Datagrams the last receive call returned (a second single `recvfrom` hit
+    /// in a row counts as 2). Below 2 the next call is a single `recvfrom` while
+    /// the application polls (see `recv_at`), else a two-message `recvmmsg`;
+    /// only after a fuller call a whole batch: each header
+    /// is prepared here and copied in by the kernel, which makes a batch call
+    /// that finds little dearer. Two, not one: a lone datagram then comes back
+    /// with proof that the socket is empty behind it, so the caller need not
+    /// spend another syscall to learn that before it handles the datagram.
+    rx_last: usize,
     /// The last receive filled every entry it asked for: more may be waiting.
     rx_full: bool,
+    /// Clock reading of the latest `recv_at`, ns.
+    rx_polled_ns: u64,
     /// What happened so far.
     pub stats: IoStats,
 }
@@ -166,8 +174,9 @@ impl Io {
                 iov_base: std::ptr::null_mut(),
                 iov_len: 0,
             }; TX_IOVS],
-            rx_idle: true,
+            rx_last: 0,
             rx_full: false,
+            rx_polled_ns: 0,
             stats: IoStats::default(),
         };
         // Receive headers point at fixed slots: build them once.
@@ -244,10 +253,10 @@ impl Io {
         self.socks[0].as_raw_fd()
     }
 
-    /// One `recvmmsg` on socket 0; each datagram goes to `f(from, bytes)`.
+    /// One receive call on socket 0; each datagram goes to `f(from, bytes)`.
     /// Returns how many arrived (0 means the socket is drained for now).
     pub fn recv(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> usize {
-        self.recv_at(|_, from, bytes| f(from, bytes))
+        self.recv_at(clock::now_ns(), |_, from, bytes| f(from, bytes))
     }
 
     /// Did the last `recv_at` fill every entry it asked for (so the socket may
@@ -259,8 +268,20 @@ impl Io {
     /// As `recv`, and each datagram comes with its arrival time:
     /// `f(at, from, bytes)`. `at` is the kernel's receive timestamp (clamped
     /// between the engine's last time and now), or now if there is none.
-    pub fn recv_at(&mut self, mut f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
-        let vlen = if self.rx_idle {
+    /// `now_ns` is the caller's clock reading.
+    ///
+    /// While an application polls (the previous call was under
+    /// `PROBE_FRESH_NS` ago) and the socket was empty last time, the call is a
+    /// plain `recvfrom`: the cheapest receive syscall, on the idle poll and on
+    /// the critical path of a ping-pong alike. Its datagram is stamped `now_ns`:
+    /// it arrived since the previous poll, at most that long ago.
+    pub fn recv_at(&mut self, now_ns: u64, mut f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
+        let fresh = now_ns.saturating_sub(self.rx_polled_ns) < PROBE_FRESH_NS;
+        self.rx_polled_ns = now_ns;
+        if self.rx_last < IDLE_PROBE && fresh {
+            return self.recv_probe(now_ns, &mut f);
+        }
+        let vlen = if self.rx_last < IDLE_PROBE {
             IDLE_PROBE.min(self.batch)
         } else {
             self.batch
@@ -285,7 +306,7 @@ impl Io {
             )
         };
         self.stats.syscalls += 1;
-        self.rx_idle = r <= 0;
+        self.rx_last = r.max(0) as usize;
         self.rx_full = r as isize == vlen as isize;
         if r <= 0 {
             return 0;
@@ -307,6 +328,44 @@ impl Io {
         }
         self.stats.rx_packets += n as u64;
         n
+    }
+
+    /// One `recvfrom` into slot 0 (see `recv_at`). Leaves `rx_full` false so the
+    /// caller handles what came before it polls again.
+    fn recv_probe(&mut self, now_ns: u64, f: &mut impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
+        let mut alen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+        // SAFETY: slot 0 of rx_buf is ours and slot_bytes long; rx_addr[0] a
+        // sockaddr_in whose size alen states.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_recvfrom,
+                self.socks[0].as_raw_fd(),
+                self.rx_buf.as_mut_ptr(),
+                self.slot_bytes,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                &mut self.rx_addr[0] as *mut libc::sockaddr_in,
+                &mut alen as *mut libc::socklen_t,
+            )
+        };
+        self.stats.syscalls += 1;
+        self.rx_full = false;
+        if r < 0 {
+            self.rx_last = 0;
+            return 0;
+        }
+        // A second datagram in a row: a burst, batch from now on.
+        self.rx_last = if self.rx_last == 0 { 1 } else { IDLE_PROBE };
+        self.stats.rx_packets += 1;
+        // MSG_TRUNC: r is the datagram's real length.
+        let len = r as usize;
+        if len > self.slot_bytes {
+            self.stats.rx_truncated += 1;
+            return 1;
+        }
+        let from = addr::from_c(&self.rx_addr[0]);
+        let at = self.engine_time(now_ns);
+        f(at, SocketAddr::V4(from), &self.rx_buf[..len]);
+        1
     }
 
     /// Receive up to `batch` datagrams one at a time, each after a peek at its
@@ -412,7 +471,7 @@ impl Io {
             }
         }
         self.stats.rx_packets += got as u64;
-        self.rx_idle = got == 0;
+        self.rx_last = got;
         got
     }
 

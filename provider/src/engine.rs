@@ -91,6 +91,12 @@ impl<B: UserBuf> Engine<B> {
         Ok(())
     }
 
+    /// Datagrams the SRD queued since creation: unchanged across a call means
+    /// the call left nothing to transmit (a driver may skip its transmit poll).
+    pub fn queued_total(&self) -> u64 {
+        self.srd.queued_total()
+    }
+
     /// Cancel a posted operation by context; true if one was found.
     pub fn cancel(&mut self, context: u64) -> bool {
         self.msg.cancel(context)

@@ -61,3 +61,19 @@ pub fn fi_info(args: &[&str]) -> Output {
 pub fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Sum of `"key":N` over the JSON lines of a stats file.
+pub fn stat_sum(text: &str, key: &str) -> u64 {
+    let pat = format!("\"{key}\":");
+    let mut sum = 0;
+    for l in text.lines() {
+        for (i, _) in l.match_indices(&pat) {
+            let rest = &l[i + pat.len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            sum += rest[..end].parse::<u64>().unwrap_or(0);
+        }
+    }
+    sum
+}

@@ -66,6 +66,8 @@ pub struct Srd {
     recount: bool,
     /// The receiver's effective credit budget (see `recv::Budget`).
     budget: recv::Budget,
+    /// Datagrams ever queued (see `queued_total`).
+    queued_total: u64,
 }
 
 impl Srd {
@@ -103,6 +105,7 @@ impl Srd {
         Srd {
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
+            queued_total: 0,
             p,
             peers: Vec::new(),
             by_addr: FastMap::default(),
@@ -226,6 +229,12 @@ impl Srd {
     /// The next acknowledgement / failure / restart report.
     pub fn poll_event(&mut self) -> Option<DgramEvent> {
         self.events.pop_front()
+    }
+
+    /// Datagrams queued since creation: a driver compares two readings to
+    /// learn whether a call gave the SRD anything to send.
+    pub fn queued_total(&self) -> u64 {
+        self.queued_total
     }
 
     /// Counters.
@@ -385,6 +394,7 @@ impl Srd {
         slot.body_key = body_key;
         slot.sends = 0;
         peer.tx.next_psn = psn.wrapping_add(1);
+        self.queued_total += 1;
         Ok(())
     }
 }
