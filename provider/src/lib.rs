@@ -19,6 +19,7 @@ pub mod dgram;
 pub mod engine;
 pub mod hash;
 pub mod msg;
+pub mod muldiv;
 pub mod rng;
 pub mod sim;
 pub mod srd;

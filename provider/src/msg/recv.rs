@@ -110,7 +110,12 @@ impl<B: UserBuf> MsgLayer<B> {
             self.stats.bad += 1;
             return;
         }
-        if let Some(&id) = self.in_map.get(&(peer.0, repr.seq)) {
+        // (An empty map, the common case, is not even hashed into.)
+        let known = match self.in_map.is_empty() {
+            true => None,
+            false => self.in_map.get(&(peer.0, repr.seq)).copied(),
+        };
+        if let Some(id) = known {
             match self.ins.get(id) {
                 Some(r) if !r.rndv && !rndv && r.total_bytes == total => self.place(id, off, data),
                 _ => self.stats.stray += 1,
@@ -124,6 +129,10 @@ impl<B: UserBuf> MsgLayer<B> {
             self.stats.stray += 1;
             return;
         }
+        // A whole message next in send order (an MPI ping-pong's every
+        // message) needs no index entry unless it stays (unexpected): no
+        // later segment will look for it.
+        let whole_next = ahead == 0 && !rndv && off == 0 && data.len() == total;
         let id = self.ins.insert(InRec {
             peer,
             seq: repr.seq,
@@ -135,11 +144,23 @@ impl<B: UserBuf> MsgLayer<B> {
             expect_bytes: if rndv { usize::MAX } else { total },
             target: Target::None,
             bounce: None,
-            in_map: true,
+            in_map: !whole_next,
             ready: false,
             charged_bytes: if rndv { 0 } else { total },
             aborted: false,
         });
+        if whole_next {
+            self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
+            self.enter_matching(id);
+            self.place(id, off, data);
+            if let Some(r) = self.ins.get_mut(id) {
+                // Unexpected: an ABORT of it must still find it.
+                r.in_map = true;
+                self.in_map.insert((peer.0, repr.seq), id);
+            }
+            self.release_in_order(peer);
+            return;
+        }
         self.in_map.insert((peer.0, repr.seq), id);
         if ahead != 0 {
             // Held back behind an earlier message of this peer (SAS).
@@ -165,6 +186,9 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Match (or skip, if aborted) held records of `peer` that are now next in send order.
     fn release_in_order(&mut self, peer: PeerId) {
+        if self.in_map.is_empty() {
+            return;
+        }
         loop {
             let next = self.peer_mut(peer).next_match_seq;
             let Some(&id) = self.in_map.get(&(peer.0, next)) else {

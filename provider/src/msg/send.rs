@@ -123,7 +123,10 @@ impl<B: UserBuf> MsgLayer<B> {
                 }
             }
         }
-        self.ready.extend(blocked.drain(..));
+        if !blocked.is_empty() {
+            // (VecDeque::extend costs ~150 instructions even from an empty drain.)
+            self.ready.extend(blocked.drain(..));
+        }
         self.blocked = blocked;
     }
 

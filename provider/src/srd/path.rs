@@ -217,9 +217,20 @@ impl Path {
     /// `total_rate_bps`), at least one packet.
     fn cap_pkts(&self, rate_bps: u64, total_rate_bps: u64, window_bytes: u64) -> u64 {
         let pkt_bytes = (self.acked_bytes / self.acked.max(1)).max(1);
-        let share = u128::from(window_bytes) * u128::from(rate_bps) * CAP_HEADROOM_PCT
-            / (100 * u128::from(total_rate_bps.max(1)));
-        (share.div_ceil(u128::from(pkt_bytes)) as u64).max(1)
+        let den = 100 * u128::from(total_rate_bps.max(1));
+        let fast = window_bytes
+            .checked_mul(rate_bps)
+            .and_then(|x| x.checked_mul(CAP_HEADROOM_PCT as u64))
+            .zip(u64::try_from(den).ok());
+        // (64-bit division when it fits: this runs for every packet.)
+        let share = match fast {
+            Some((num, den)) => u128::from(num / den),
+            None => u128::from(window_bytes) * u128::from(rate_bps) * CAP_HEADROOM_PCT / den,
+        };
+        match u64::try_from(share) {
+            Ok(s) => s.div_ceil(pkt_bytes).max(1),
+            Err(_) => (share.div_ceil(u128::from(pkt_bytes)) as u64).max(1),
+        }
     }
 
     /// Usable for new packets by its health (not bad; suspect ones carry one).
@@ -338,6 +349,14 @@ impl PathSet {
 
     /// Median smoothed RTT over paths with samples, ns (0 = none).
     pub fn median_srtt(&self) -> u64 {
+        if let [p] = &self.paths[..] {
+            // One path (a peer on this host): no sort, no 512-byte scratch.
+            return if p.health == Health::Bad {
+                0
+            } else {
+                p.srtt_ns
+            };
+        }
         let mut v = [0u64; 64];
         let mut n = 0;
         for p in &self.paths {
@@ -420,6 +439,10 @@ impl PathSet {
     /// others gave 926 vs 2600 packets per link). With the same queue on
     /// every link, each link carries what it can.
     pub fn adapt_weight(&mut self, i: usize, now: Instant) {
+        if self.paths.len() == 1 {
+            // Weights only share packets out between paths.
+            return;
+        }
         let median = self.median_srtt_at(now);
         let Some(p) = self.paths.get_mut(i) else {
             return;
@@ -460,6 +483,11 @@ impl PathSet {
     /// another usable path exists. Returns (path, is_probe).
     pub fn pick(&mut self, now: Instant, avoid: Option<u8>) -> (u8, bool) {
         let n = self.paths.len();
+        if n == 1 && self.paths[0].health != Health::Bad {
+            // One path (a peer on this host): whatever its room or weight,
+            // the rules below all end on it, and not as a probe.
+            return (0, false);
+        }
         // A bad path whose probe time came gets one packet.
         if avoid.is_none() {
             for (i, p) in self.paths.iter_mut().enumerate() {

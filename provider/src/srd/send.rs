@@ -1,6 +1,7 @@
 //! Building packets for one peer: RESET, retransmissions, new data (window,
 //! credit and pacing permitting), pure ACKs; every DATA piggybacks the ack.
 
+use crate::muldiv::mul_div;
 use core::time::Duration;
 
 use super::cc::Controller;
@@ -133,8 +134,8 @@ impl Peer {
     fn paced_until(&mut self, now: Instant, mss: u64) -> Option<Instant> {
         let rate = self.cc.pacing_rate()?.max(1);
         let burst = (16 * mss).max(rate / 10_000) as i64; // 16 packets or 100 µs
-        let elapsed = u128::from(now.saturating_since(self.pacing_at).as_nanos() as u64);
-        let add = elapsed * u128::from(rate) / 1_000_000_000;
+        let elapsed = now.saturating_since(self.pacing_at).as_nanos() as u64;
+        let add = mul_div(elapsed, rate, 1_000_000_000);
         if self.pacing_tokens as i128 + add as i128 >= burst as i128 {
             self.pacing_tokens = burst;
             self.pacing_at = now;
@@ -142,13 +143,14 @@ impl Peer {
             // Advance the clock only by the time the added tokens stand for,
             // so fractions of a byte carry over instead of being lost.
             self.pacing_tokens += add as i64;
-            let used = (add * 1_000_000_000 / u128::from(rate)) as u64;
+            // (add < burst - tokens here: it fits 64 bits.)
+            let used = mul_div(add as u64, 1_000_000_000, rate) as u64;
             self.pacing_at = self.pacing_at + Duration::from_nanos(used);
         }
         if self.pacing_tokens >= 0 {
             return None;
         }
-        let wait = (-self.pacing_tokens) as u128 * 1_000_000_000 / u128::from(rate) + 1;
+        let wait = mul_div(self.pacing_tokens.unsigned_abs(), 1_000_000_000, rate) + 1;
         Some(now + Duration::from_nanos(wait as u64))
     }
 

@@ -25,6 +25,7 @@
 //! packets only for the delayed ack, so there this changes nothing.)
 
 use super::{AckSample, Controller};
+use crate::muldiv::mul_div;
 use crate::time::Instant;
 
 /// How long the RTO's hold-time peak is kept before it decays, ns.
@@ -165,7 +166,7 @@ impl Controller for Bbr {
         }
         self.receiver_limited = s.receiver_limited;
         if s.avg_interval_ns > 0 {
-            let rate = (u128::from(s.avg_bytes) * 1_000_000_000 / u128::from(s.avg_interval_ns))
+            let rate = mul_div(s.avg_bytes, 1_000_000_000, s.avg_interval_ns)
                 .min(u128::from(u64::MAX / 4)) as u64;
             let stale =
                 now.saturating_since(self.bw_avg_stamp).as_nanos() as u64 > self.bw_window_ns();
@@ -179,8 +180,8 @@ impl Controller for Bbr {
         }
         if s.interval_ns > 0 && s.delivered_bytes > 0 {
             // At least 1 µs: a burst acked "at once" is no rate measurement.
-            let interval = u128::from(s.interval_ns.max(1000));
-            let rate = (u128::from(s.delivered_bytes) * 1_000_000_000 / interval)
+            let interval = s.interval_ns.max(1000);
+            let rate = mul_div(s.delivered_bytes, 1_000_000_000, interval)
                 .min(u128::from(u64::MAX / 4)) as u64;
             let stale = now.saturating_since(self.bw_stamp).as_nanos() as u64 > self.bw_window_ns();
             if rate >= self.bw {
@@ -222,8 +223,7 @@ impl Controller for Bbr {
         // not starve the pipe. Half, so that our own queue cannot feed back.
         let hold = self.ack_delay_ns.max(self.host_delay());
         let rtt = (self.min_rtt_ns + hold).max(self.median_srtt_ns / 2);
-        let bdp =
-            (u128::from(bw) * u128::from(rtt) / 1_000_000_000).min(u128::from(u64::MAX)) as u64;
+        let bdp = mul_div(bw, rtt, 1_000_000_000).min(u128::from(u64::MAX)) as u64;
         bdp.saturating_mul(gain).max(self.min_window)
     }
 
