@@ -85,6 +85,8 @@ fn expect(e: &mut Engine<Vec<u8>>, pool: &mut Pool, kind: CompKind, r: u64) {
 }
 
 #[test]
+// `is_multiple_of` is newer than the workspace's rust-version.
+#[allow(clippy::manual_is_multiple_of)]
 fn tagged_ping_pong_cost() {
     let (mut a, a_addr) = engine(7000, 5);
     let (mut b, b_addr) = engine(7100, 6);
