@@ -191,11 +191,15 @@ fn experiments_quick_pipeline() {
             "{png} is not a PNG plot"
         );
     }
-    // The testbed is torn down afterwards.
-    let ns = Command::new("ip")
-        .args(["netns", "list"])
+    // The testbed is torn down afterwards. Listed under run.py's lock: another
+    // experiment run on this machine (same names) holds it while its testbed
+    // is up, so its namespaces are not taken for ours.
+    let ns = Command::new("flock")
+        .args(["-w", "900", "/run/lock/sprx-experiments.lock"])
+        .args(["ip", "netns", "list"])
         .output()
-        .expect("ip netns list");
+        .expect("flock ip netns list");
+    assert!(ns.status.success(), "flock on the experiments lock failed");
     assert!(
         !String::from_utf8_lossy(&ns.stdout).contains("sprx-"),
         "sprx- namespaces left behind"
