@@ -96,6 +96,17 @@ impl Peer {
             s.receiver_limited = self.tx.credit.is_some();
             self.cc.on_ack(now, &s);
         }
+        if let Some(t) = self.stall_probe_at {
+            if acked_bytes > 0 || self.tx.pkts_in_flight == 0 {
+                // The flight was late, not lost: the receiver was stalled.
+                self.stall_probe_at = None;
+            } else if now.saturating_since(t).as_nanos() as u64 >= self.probe_answer_ns() {
+                // The receiver runs and answers, yet lacks our oldest packet
+                // (sent an RTO ago): a real loss.
+                self.stall_probe_at = None;
+                self.on_rto(ctx, now);
+            }
+        }
         self.detect_losses(ctx, now);
         self.update_timers(ctx.p);
     }
@@ -408,6 +419,7 @@ impl Peer {
         while psn != self.tx.una {
             psn = psn.wrapping_sub(1);
             if self.tx.slot(psn).state == SlotState::InFlight {
+                self.last_probe_at = now;
                 ctx.stats.tail_probes += 1;
                 self.paths.tail_probes += 1;
                 self.tlp_psn = Some(psn);
@@ -415,6 +427,50 @@ impl Peer {
                 break;
             }
         }
+        self.update_timers(ctx.p);
+    }
+
+    /// Soonest an answer to a probe sent now can come back, ns: an ack
+    /// arriving earlier left the peer before the probe arrived.
+    fn probe_answer_ns(&self) -> u64 {
+        let min = self.paths.min_rtt();
+        let min = if min == 0 || min == u64::MAX {
+            self.srtt_ns
+        } else {
+            min
+        };
+        min / 2
+    }
+
+    /// The retransmission timer fired. A loss, or a receiver that does not
+    /// run (a busy host deschedules a process for tens to hundreds of ms:
+    /// 0.3-0.8 s measured on the 2-CPU testbed while other work ran; every
+    /// sender of an incast then timed out at once, several times each)? A
+    /// live receiver acks whatever arrives, and each probe of ours (tail-loss
+    /// probe, stall probe) asks for an immediate ack: so if the peer has
+    /// said nothing at all since our latest probe (or since the last progress
+    /// when none went), its silence is a stall, and resending data into its
+    /// full socket would only add a copy; a PROBE asks it for its ack state
+    /// instead, the timer backs off and the bandwidth estimate stays. The
+    /// answer decides: acks for the flight (late, not lost) or an ack
+    /// without them (lost: `on_rto` then, in `on_ack`). A peer that talks
+    /// but has not acked the flight gets the RTO at once. Before the peer
+    /// ever acked anything (its first packet may be lost, and a receiver
+    /// that has nothing of ours does not answer a PROBE) the RTO is plain.
+    pub fn on_rto_timer(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        let asked = self.last_probe_at.max(self.rto_base);
+        let silent = self.last_heard <= asked;
+        if !silent || self.tx.delivered == 0 || self.tx.pkts_in_flight == 0 {
+            self.stall_probe_at = None;
+            self.on_rto(ctx, now);
+            return;
+        }
+        ctx.stats.stall_probes += 1;
+        self.stall_probe_due = true;
+        self.stall_probe_at = Some(now);
+        self.last_probe_at = now;
+        self.tx.rto_backoff = (self.tx.rto_backoff + 1).min(16);
+        self.rto_base = now;
         self.update_timers(ctx.p);
     }
 

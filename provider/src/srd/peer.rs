@@ -171,6 +171,18 @@ pub struct Peer {
     pub bw_from: Instant,
     /// `tx.delivered` at `bw_from`, bytes.
     pub bw_from_delivered: u64,
+    /// When the latest valid packet of any type arrived from this peer: a
+    /// peer that says nothing at all is not running (or gone), one that
+    /// talks but does not ack has lost our packets (see `on_rto_timer`).
+    pub last_heard: Instant,
+    /// When our latest probe of the flight left: a tail-loss probe or a
+    /// stall probe (each asks for an immediate ack).
+    pub last_probe_at: Instant,
+    /// A stall probe (PROBE, ACK_NOW) must go out.
+    pub stall_probe_due: bool,
+    /// When the stall probe awaiting its answer left (`None` = none): an
+    /// answer without progress proves a live receiver lacking our packet.
+    pub stall_probe_at: Option<Instant>,
 }
 
 impl Peer {
@@ -224,6 +236,10 @@ impl Peer {
             first_flight: false,
             bw_from: Instant::ZERO,
             bw_from_delivered: 0,
+            last_heard: Instant::ZERO,
+            last_probe_at: Instant::ZERO,
+            stall_probe_due: false,
+            stall_probe_at: None,
         }
     }
 
@@ -393,6 +409,8 @@ impl Peer {
         self.timers.stop(Timer::Pacing);
         self.timers.stop(Timer::Credit);
         self.credit_probe_due = false;
+        self.stall_probe_due = false;
+        self.stall_probe_at = None;
     }
 
     /// The peer restarted with epoch `epoch`: fail what we sent to the old

@@ -277,6 +277,9 @@ impl Srd {
         } else if h.src_epoch > peer.remote_epoch {
             peer.restart(&mut ctx, h.src_epoch);
         }
+        // Any packet of the current incarnation shows the peer runs (a stall
+        // probe's answer, see `Peer::on_rto_timer`).
+        peer.last_heard = now;
         if let Some(ack) = &h.ack {
             if h.dst_epoch == my_epoch {
                 let ext = if h.ty == PacketType::Ack {

@@ -115,6 +115,19 @@ impl Peer {
             .set(Timer::Credit, now + Duration::from_nanos(wait));
     }
 
+    /// Path of the oldest packet in flight.
+    fn oldest_in_flight_path(&self) -> Option<u8> {
+        let mut psn = self.tx.una;
+        while psn != self.tx.next_send {
+            let slot = self.tx.slot(psn);
+            if slot.state == SlotState::InFlight {
+                return Some(slot.path);
+            }
+            psn = psn.wrapping_add(1);
+        }
+        None
+    }
+
     /// Will the receiver's credit hold back what is queued behind the packet
     /// just taken for sending (`next_send` already moved past it), as it
     /// uses half the credit or more? Then it asks for an
@@ -173,6 +186,20 @@ impl Peer {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::MORE;
+            return self.finish(ctx, h, buf, None);
+        }
+        if self.stall_probe_due {
+            // The retransmission timer found the receiver silent: ask for
+            // its ack state (48 bytes) on a fast path other than the one
+            // the oldest packet took, instead of resending data.
+            self.stall_probe_due = false;
+            let avoid = self.oldest_in_flight_path();
+            let (path, _) = match avoid {
+                Some(a) => self.paths.pick_fast(now, a),
+                None => self.paths.pick(now, None),
+            };
+            let mut h = self.header(ctx, PacketType::Probe, path);
+            h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
             return self.finish(ctx, h, buf, None);
         }
         if self.tx.next_send == self.tx.next_psn
