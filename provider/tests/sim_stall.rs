@@ -7,21 +7,31 @@
 
 use core::net::SocketAddr;
 use core::time::Duration;
+use std::collections::VecDeque;
 
 use spray::sim::check::{check_pair, config, payload};
 use spray::sim::{addr, Link, LinkSpec, Node, Sim, SrdNode};
 use spray::srd::Transmit;
 use spray::time::Instant;
 
+/// Datagrams a resumed process reads per round (the FFI's batched receive)
+/// before its timers run and it transmits...
+const BATCH: usize = 32;
+/// ... and the time one round takes.
+const ROUND: Duration = Duration::from_micros(30);
+
 /// An `SrdNode` whose process is off the CPU during `[from, until)`: what
-/// arrives meanwhile waits (as in a socket buffer) and is handled on resume
-/// with its arrival time (the kernel timestamp the FFI reads), no timer
-/// runs and nothing is sent.
+/// arrives meanwhile waits (as in a socket buffer); back on the CPU it reads
+/// that backlog in rounds of `BATCH` with the arrival times (the kernel
+/// timestamps the FFI reads), running its timers and transmitting between
+/// rounds, so what it says early on (acks, grants) reflects only part of
+/// the backlog. No timer runs and nothing is sent during the stall.
 struct Stalling {
     inner: SrdNode,
     from: Instant,
     until: Instant,
-    held: Vec<(Instant, SocketAddr, Vec<u8>)>,
+    held: VecDeque<(Instant, SocketAddr, Vec<u8>)>,
+    next_round: Instant,
 }
 
 impl Stalling {
@@ -29,45 +39,57 @@ impl Stalling {
         now >= self.from && now < self.until
     }
 
-    /// Back on the CPU: read the socket first, as the FFI's progress does.
-    fn resume(&mut self) {
-        for (at, from, data) in core::mem::take(&mut self.held) {
+    /// One receive round of the backlog, if one is due.
+    fn read_round(&mut self, now: Instant) {
+        if self.held.is_empty() || now < self.next_round {
+            return;
+        }
+        for _ in 0..BATCH {
+            let Some((at, from, data)) = self.held.pop_front() else {
+                break;
+            };
             self.inner.handle_datagram(at, from, &data);
         }
+        self.next_round = now + ROUND;
     }
 }
 
 impl Node for Stalling {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        if self.stalled(now) {
-            self.held.push((now, from, data.to_vec()));
+        if self.stalled(now) || !self.held.is_empty() {
+            // Behind the backlog in the socket.
+            self.held.push_back((now, from, data.to_vec()));
             return;
         }
-        self.resume();
         self.inner.handle_datagram(now, from, data);
     }
     fn handle_timeout(&mut self, now: Instant) {
         if self.stalled(now) {
             return;
         }
-        self.resume();
-        self.inner.handle_timeout(now);
+        self.read_round(now);
+        if self.inner.poll_timeout().is_some_and(|t| t <= now) {
+            self.inner.handle_timeout(now);
+        }
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.stalled(now) {
             return None;
         }
-        self.resume();
         self.inner.poll_transmit(now, buf)
     }
     fn poll_timeout(&self) -> Option<Instant> {
         let t = self.inner.poll_timeout();
-        if !self.held.is_empty() || t.is_some_and(|t| t >= self.from && t < self.until) {
-            // Wake at the end of the stall (the socket has data, or a timer
-            // came due meanwhile).
-            return Some(t.map_or(self.until, |t| t.max(self.until)));
+        let t = match t {
+            // A timer due during the stall runs when it ends.
+            Some(t) if t >= self.from && t < self.until => Some(self.until),
+            t => t,
+        };
+        if self.held.is_empty() {
+            return t;
         }
-        t
+        let round = self.next_round.max(self.until);
+        Some(t.map_or(round, |t| t.min(round)))
     }
 }
 
@@ -103,7 +125,8 @@ fn run(
                 inner: SrdNode::new(&c),
                 from: Instant::ZERO,
                 until: Instant::ZERO,
-                held: Vec::new(),
+                held: VecDeque::new(),
+                next_round: Instant::ZERO,
             }
         })
         .collect();
@@ -150,6 +173,20 @@ fn run(
     let done = |sim: &Sim<Stalling>| {
         (0..senders).all(|s| sim.nodes[s].inner.acked().count() as u64 == per_sender + 1)
     };
+    if std::env::var("SPRAY_VERBOSE").is_ok() {
+        for k in 1..=60u64 {
+            sim.run_until(start + Duration::from_millis(5 * k), |_| false);
+            let acked: usize = (0..senders)
+                .map(|s| sim.nodes[s].inner.acked().count())
+                .sum();
+            eprintln!(
+                "t {} ms acked {acked} backlog {} s0: {}",
+                5 * k,
+                sim.nodes[rx].held.len(),
+                sim.nodes[0].inner.srd.debug_peer(spray::PeerId(0))
+            );
+        }
+    }
     let finished = sim.run_until(start + Duration::from_secs(20), done);
     assert!(finished, "seed {seed}: did not finish");
     let mut o = Outcome {
@@ -214,9 +251,12 @@ fn receiver_stall_fan_in_no_rto() {
             o.stall_probes > 0,
             "seed {seed}: the stall did not reach the timers: {o:?}"
         );
-        // The stall itself is lost time, nothing more (a few RTTs).
+        // The stall is lost time, and the first round trip after it
+        // overflows the bottleneck (the receiver, reading its backlog with
+        // old timestamps, grants generously): ~80 ms more, the same with or
+        // without stall probes (256 ms on main).
         assert!(
-            o.fct_ms <= ideal_ms(32, 40) * 1.2 + 110.0,
+            o.fct_ms <= ideal_ms(32, 40) * 1.2 + 100.0 + 100.0,
             "seed {seed}: {o:?}"
         );
     }

@@ -100,9 +100,13 @@ impl Peer {
             if acked_bytes > 0 || self.tx.pkts_in_flight == 0 {
                 // The flight was late, not lost: the receiver was stalled.
                 self.stall_probe_at = None;
-            } else if now.saturating_since(t).as_nanos() as u64 >= self.probe_answer_ns() {
-                // The receiver runs and answers, yet lacks our oldest packet
-                // (sent an RTO ago): a real loss.
+            } else if self.ack_answers_probe
+                && now.saturating_since(t).as_nanos() as u64 >= self.probe_answer_ns()
+            {
+                // The receiver runs and answered, yet lacks our oldest packet
+                // (sent an RTO ago, before the probe): a real loss. (Other
+                // acks may have left it before it read our flight: a receiver
+                // back from a stall grants and acks as it reads its backlog.)
                 self.stall_probe_at = None;
                 self.on_rto(ctx, now);
             }

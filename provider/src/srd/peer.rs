@@ -183,6 +183,11 @@ pub struct Peer {
     /// When the stall probe awaiting its answer left (`None` = none): an
     /// answer without progress proves a live receiver lacking our packet.
     pub stall_probe_at: Option<Instant>,
+    /// The packet being handled is an ACK answering a PROBE of ours (flag
+    /// ACK_NOW on an ACK): it reflects everything the peer had received.
+    pub ack_answers_probe: bool,
+    /// Receiver: a PROBE arrived; the pure ACK answering it carries ACK_NOW.
+    pub probe_to_answer: bool,
 }
 
 impl Peer {
@@ -240,6 +245,8 @@ impl Peer {
             last_probe_at: Instant::ZERO,
             stall_probe_due: false,
             stall_probe_at: None,
+            ack_answers_probe: false,
+            probe_to_answer: false,
         }
     }
 

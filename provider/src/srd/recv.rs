@@ -280,6 +280,7 @@ impl Srd {
         // Any packet of the current incarnation shows the peer runs (a stall
         // probe's answer, see `Peer::on_rto_timer`).
         peer.last_heard = now;
+        peer.ack_answers_probe = h.ty == PacketType::Ack && h.flags & flags::ACK_NOW != 0;
         if let Some(ack) = &h.ack {
             if h.dst_epoch == my_epoch {
                 let ext = if h.ty == PacketType::Ack {
@@ -294,6 +295,7 @@ impl Srd {
             PacketType::Reset | PacketType::Ack => None,
             PacketType::Probe => {
                 peer.rx.ack_now = true;
+                peer.probe_to_answer = true;
                 if h.flags & flags::MORE != 0 && peer.rx.any {
                     // A sender held at 0 credit asks to be scheduled (or
                     // its grant was lost: the ack repeats it).

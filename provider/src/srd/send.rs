@@ -278,6 +278,12 @@ impl Peer {
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Ack, path);
+            if self.probe_to_answer {
+                // Answers a PROBE: the prober learns this ack reflects all
+                // we had received when its probe arrived (a stall or a loss).
+                self.probe_to_answer = false;
+                h.flags = flags::ACK_NOW;
+            }
             let ack = self.take_ack(now, true, ctx.credit, ctx.p.credit_budget);
             let ext = buf
                 .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
