@@ -423,7 +423,6 @@ impl Peer {
         while psn != self.tx.una {
             psn = psn.wrapping_sub(1);
             if self.tx.slot(psn).state == SlotState::InFlight {
-                self.last_probe_at = now;
                 ctx.stats.tail_probes += 1;
                 self.paths.tail_probes += 1;
                 self.tlp_psn = Some(psn);
@@ -449,22 +448,21 @@ impl Peer {
     /// The retransmission timer fired. A loss, or a receiver that does not
     /// run (a busy host deschedules a process for tens to hundreds of ms:
     /// 0.3-0.8 s measured on the 2-CPU testbed while other work ran; every
-    /// sender of an incast then timed out at once, several times each)? A
-    /// live receiver acks whatever arrives, and each probe of ours (tail-loss
-    /// probe, stall probe) asks for an immediate ack: so if the peer has
-    /// said nothing at all since our latest probe (or since the last progress
-    /// when none went), its silence is a stall, and resending data into its
-    /// full socket would only add a copy; a PROBE asks it for its ack state
-    /// instead, the timer backs off and the bandwidth estimate stays. The
-    /// answer decides: acks for the flight (late, not lost) or an ack
-    /// without them (lost: `on_rto` then, in `on_ack`). A peer that talks
-    /// but has not acked the flight gets the RTO at once. Before the peer
-    /// ever acked anything (its first packet may be lost, and a receiver
-    /// that has nothing of ours does not answer a PROBE) the RTO is plain.
+    /// sender of an incast then timed out at once, several times each)?
+    /// Silence cannot tell, so ask: a stall probe (PROBE, ACK_NOW) makes a
+    /// running receiver answer at once with a flagged pure ACK reflecting
+    /// everything it had received. Meanwhile nothing is resent (a copy into
+    /// a stalled receiver's socket is pure waste), the timer backs off and
+    /// the bandwidth estimate stays. The answer decides (`on_ack`): acks
+    /// for the flight (late, not lost) or none (lost: `on_rto` at once).
+    /// Other acks do not: a receiver back from a stall grants and acks as it
+    /// reads its backlog, before it reaches our flight. The plain RTO runs
+    /// when the peer never acked anything of ours (its first packet may be
+    /// lost, and a receiver that has nothing of ours does not answer a
+    /// PROBE), or when an answer came since our last stall probe.
     pub fn on_rto_timer(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
-        let asked = self.last_probe_at.max(self.rto_base);
-        let silent = self.last_heard <= asked;
-        if !silent || self.tx.delivered == 0 || self.tx.pkts_in_flight == 0 {
+        let answered = self.stall_probe_at.is_some_and(|t| self.last_answer > t);
+        if answered || self.tx.delivered == 0 || self.tx.pkts_in_flight == 0 {
             self.stall_probe_at = None;
             self.on_rto(ctx, now);
             return;
@@ -472,7 +470,6 @@ impl Peer {
         ctx.stats.stall_probes += 1;
         self.stall_probe_due = true;
         self.stall_probe_at = Some(now);
-        self.last_probe_at = now;
         self.tx.rto_backoff = (self.tx.rto_backoff + 1).min(16);
         self.rto_base = now;
         self.update_timers(ctx.p);

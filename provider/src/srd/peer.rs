@@ -171,13 +171,9 @@ pub struct Peer {
     pub bw_from: Instant,
     /// `tx.delivered` at `bw_from`, bytes.
     pub bw_from_delivered: u64,
-    /// When the latest valid packet of any type arrived from this peer: a
-    /// peer that says nothing at all is not running (or gone), one that
-    /// talks but does not ack has lost our packets (see `on_rto_timer`).
-    pub last_heard: Instant,
-    /// When our latest probe of the flight left: a tail-loss probe or a
-    /// stall probe (each asks for an immediate ack).
-    pub last_probe_at: Instant,
+    /// When the latest answer to a PROBE of ours (an ACK with ACK_NOW)
+    /// arrived.
+    pub last_answer: Instant,
     /// A stall probe (PROBE, ACK_NOW) must go out.
     pub stall_probe_due: bool,
     /// When the stall probe awaiting its answer left (`None` = none): an
@@ -241,8 +237,7 @@ impl Peer {
             first_flight: false,
             bw_from: Instant::ZERO,
             bw_from_delivered: 0,
-            last_heard: Instant::ZERO,
-            last_probe_at: Instant::ZERO,
+            last_answer: Instant::ZERO,
             stall_probe_due: false,
             stall_probe_at: None,
             ack_answers_probe: false,

@@ -277,10 +277,12 @@ impl Srd {
         } else if h.src_epoch > peer.remote_epoch {
             peer.restart(&mut ctx, h.src_epoch);
         }
-        // Any packet of the current incarnation shows the peer runs (a stall
-        // probe's answer, see `Peer::on_rto_timer`).
-        peer.last_heard = now;
+        // An ACK flagged ACK_NOW answers a PROBE of ours (see
+        // `Peer::on_rto_timer`).
         peer.ack_answers_probe = h.ty == PacketType::Ack && h.flags & flags::ACK_NOW != 0;
+        if peer.ack_answers_probe {
+            peer.last_answer = now;
+        }
         if let Some(ack) = &h.ack {
             if h.dst_epoch == my_epoch {
                 let ext = if h.ty == PacketType::Ack {
