@@ -181,7 +181,7 @@ impl Srd {
                 peer.on_tlp(&mut ctx, now);
             }
             if peer.timers.due(Timer::Rto, now) {
-                peer.on_rto(&mut ctx, now);
+                peer.on_rto_timer(&mut ctx, now);
             }
             if peer.timers.due(Timer::Credit, now) {
                 // Held at 0 credit too long: probe (poll_transmit re-arms).

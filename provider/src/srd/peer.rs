@@ -171,6 +171,19 @@ pub struct Peer {
     pub bw_from: Instant,
     /// `tx.delivered` at `bw_from`, bytes.
     pub bw_from_delivered: u64,
+    /// When the latest answer to a PROBE of ours (an ACK with ACK_NOW)
+    /// arrived.
+    pub last_answer: Instant,
+    /// A stall probe (PROBE, ACK_NOW) must go out.
+    pub stall_probe_due: bool,
+    /// When the stall probe awaiting its answer left (`None` = none): an
+    /// answer without progress proves a live receiver lacking our packet.
+    pub stall_probe_at: Option<Instant>,
+    /// The packet being handled is an ACK answering a PROBE of ours (flag
+    /// ACK_NOW on an ACK): it reflects everything the peer had received.
+    pub ack_answers_probe: bool,
+    /// Receiver: a PROBE arrived; the pure ACK answering it carries ACK_NOW.
+    pub probe_to_answer: bool,
 }
 
 impl Peer {
@@ -224,6 +237,11 @@ impl Peer {
             first_flight: false,
             bw_from: Instant::ZERO,
             bw_from_delivered: 0,
+            last_answer: Instant::ZERO,
+            stall_probe_due: false,
+            stall_probe_at: None,
+            ack_answers_probe: false,
+            probe_to_answer: false,
         }
     }
 
@@ -393,6 +411,8 @@ impl Peer {
         self.timers.stop(Timer::Pacing);
         self.timers.stop(Timer::Credit);
         self.credit_probe_due = false;
+        self.stall_probe_due = false;
+        self.stall_probe_at = None;
     }
 
     /// The peer restarted with epoch `epoch`: fail what we sent to the old

@@ -277,6 +277,12 @@ impl Srd {
         } else if h.src_epoch > peer.remote_epoch {
             peer.restart(&mut ctx, h.src_epoch);
         }
+        // An ACK flagged ACK_NOW answers a PROBE of ours (see
+        // `Peer::on_rto_timer`).
+        peer.ack_answers_probe = h.ty == PacketType::Ack && h.flags & flags::ACK_NOW != 0;
+        if peer.ack_answers_probe {
+            peer.last_answer = now;
+        }
         if let Some(ack) = &h.ack {
             if h.dst_epoch == my_epoch {
                 let ext = if h.ty == PacketType::Ack {
@@ -291,6 +297,7 @@ impl Srd {
             PacketType::Reset | PacketType::Ack => None,
             PacketType::Probe => {
                 peer.rx.ack_now = true;
+                peer.probe_to_answer = true;
                 if h.flags & flags::MORE != 0 && peer.rx.any {
                     // A sender held at 0 credit asks to be scheduled (or
                     // its grant was lost: the ack repeats it).

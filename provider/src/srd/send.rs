@@ -116,6 +116,19 @@ impl Peer {
             .set(Timer::Credit, now + Duration::from_nanos(wait));
     }
 
+    /// Path of the oldest packet in flight.
+    fn oldest_in_flight_path(&self) -> Option<u8> {
+        let mut psn = self.tx.una;
+        while psn != self.tx.next_send {
+            let slot = self.tx.slot(psn);
+            if slot.state == SlotState::InFlight {
+                return Some(slot.path);
+            }
+            psn = psn.wrapping_add(1);
+        }
+        None
+    }
+
     /// Will the receiver's credit hold back what is queued behind the packet
     /// just taken for sending (`next_send` already moved past it), as it
     /// uses half the credit or more? Then it asks for an
@@ -175,6 +188,25 @@ impl Peer {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::MORE;
+            return self.finish(ctx, h, buf, None);
+        }
+        if self.probe_to_answer && self.rx.any {
+            // A PROBE's answer goes at once and on its own (not piggybacked
+            // on DATA): only a flagged pure ACK tells the prober it answers.
+            return self.pure_ack(ctx, now, buf);
+        }
+        if self.stall_probe_due {
+            // The retransmission timer found the receiver silent: ask for
+            // its ack state (48 bytes) on a fast path other than the one
+            // the oldest packet took, instead of resending data.
+            self.stall_probe_due = false;
+            let avoid = self.oldest_in_flight_path();
+            let (path, _) = match avoid {
+                Some(a) => self.paths.pick_fast(now, a),
+                None => self.paths.pick(now, None),
+            };
+            let mut h = self.header(ctx, PacketType::Probe, path);
+            h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
             return self.finish(ctx, h, buf, None);
         }
         if self.tx.next_send == self.tx.next_psn
@@ -251,17 +283,28 @@ impl Peer {
         self.arm_credit_probe(ctx, now);
         let due = self.timers.due(Timer::Ack, now);
         if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
-            let (path, _) = self.paths.pick(now, None);
-            let mut h = self.header(ctx, PacketType::Ack, path);
-            let ack = self.take_ack(now, true, ctx.credit, ctx.p.credit_budget);
-            let ext = buf
-                .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
-                .map_or(0, |b| self.rx.write_ext(b));
-            h.payload_len = ext as u16;
-            ctx.stats.tx_acks += 1;
-            return self.finish(ctx, h, buf, ack);
+            return self.pure_ack(ctx, now, buf);
         }
         None
+    }
+
+    /// A pure ACK (header, SACK extension). One answering a PROBE carries
+    /// ACK_NOW: the prober learns that it reflects all we had received when
+    /// its probe arrived (its stall-or-loss question, `Peer::on_rto_timer`).
+    fn pure_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let (path, _) = self.paths.pick(now, None);
+        let mut h = self.header(ctx, PacketType::Ack, path);
+        if self.probe_to_answer {
+            self.probe_to_answer = false;
+            h.flags = flags::ACK_NOW;
+        }
+        let ack = self.take_ack(now, true, ctx.credit, ctx.p.credit_budget);
+        let ext = buf
+            .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
+            .map_or(0, |b| self.rx.write_ext(b));
+        h.payload_len = ext as u16;
+        ctx.stats.tx_acks += 1;
+        self.finish(ctx, h, buf, ack)
     }
 
     fn finish(

@@ -27,8 +27,14 @@ pub struct SrdStats {
     pub rto_lost: u64,
     /// Tail-loss probes sent.
     pub tail_probes: u64,
-    /// Retransmission-timer expiries.
+    /// Retransmission timeouts: the timer expired and the peer, alive
+    /// (heard since our last probe), had not acked the oldest packet in
+    /// flight, which is resent with the bandwidth cut.
     pub timeouts: u64,
+    /// Retransmission-timer expiries with the peer silent since our last
+    /// probe (a receiver not running, not a loss): answered by a PROBE
+    /// asking for its ack, no resend, no cut (see `Peer::on_rto_timer`).
+    pub stall_probes: u64,
     /// Packets resent from a slow path's queue at a transfer's tail.
     pub tail_hedges: u64,
     /// Credit probes sent (held at 0 credit, no grant heard for a while).
