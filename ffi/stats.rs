@@ -140,7 +140,7 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
         ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{}}}",
         io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed
     );
-    let fields: [(&str, u64); 32] = [
+    let fields: [(&str, u64); 33] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -158,6 +158,7 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
         ("spurious_retransmits", s.spurious_retransmits),
         ("spurious_timeouts", s.spurious_timeouts),
         ("credit_probes", s.credit_probes),
+        ("stall_probes", s.stall_probes),
         ("budget_after_cut", s.budget_after_cut),
         ("tail_hedges", s.tail_hedges),
         ("window_limited", s.window_limited),

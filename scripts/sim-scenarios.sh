@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rc=0
-cargo test -p spray --release --test sim_scenarios --test sim_incast --test sim_incast_sched --test sim_slowlink --test sim_badpath \
+cargo test -p spray --release --test sim_scenarios --test sim_incast --test sim_incast_sched --test sim_slowlink --test sim_badpath --test sim_stall \
 	--test sim_lifecycle --test sim_property -- --nocapture --test-threads=1 >"$log" 2>&1 || rc=$?
 echo "| scenario | measured | must reach | |"
 echo "|---|---|---|---|"
