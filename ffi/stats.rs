@@ -137,8 +137,9 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
     );
     let _ = write!(
         o,
-        ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{}}}",
-        io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed
+        ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{},\"rx_guessed\":{},\"rx_guess_missed\":{}}}",
+        io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed,
+        io.rx_guessed, io.rx_guess_missed
     );
     let fields: [(&str, u64); 33] = [
         ("tx_packets", s.tx_packets),

@@ -320,7 +320,8 @@ fn exchange(p: &Pair, recv_first: bool) {
     }
 }
 
-fn run_and_count(place: bool) -> (u64, u64) {
+/// (datagrams placed, of those guessed without a peek, DATA datagrams sent).
+fn run_and_count(place: bool) -> (u64, u64, u64) {
     let path = std::env::temp_dir().join(format!("spray-zc-{}-{place}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
     std::env::set_var("FI_SPRAY_STATS", &path);
@@ -331,19 +332,30 @@ fn run_and_count(place: bool) -> (u64, u64) {
     p.close();
     let text = std::fs::read_to_string(&path).expect("FI_SPRAY_STATS file written at close");
     let _ = std::fs::remove_file(&path);
-    (stat_sum(&text, "rx_placed"), stat_sum(&text, "tx_data"))
+    (
+        stat_sum(&text, "rx_placed"),
+        stat_sum(&text, "rx_guessed"),
+        stat_sum(&text, "tx_data"),
+    )
 }
 
 /// One test only per process: the stats and placement knobs are process-wide.
 #[test]
 fn rendezvous_data_is_sent_and_received_in_place() {
-    let (placed, data) = run_and_count(true);
-    println!("placed {placed} of {data} data datagrams");
+    let (placed, guessed, data) = run_and_count(true);
+    println!("placed {placed} of {data} data datagrams, {guessed} of them without a peek");
     // Most data datagrams are rendezvous payload; a few (RTS, eager-sized
     // pieces, retransmissions of duplicates) go through the bounce slot.
     assert!(
         placed * 10 >= data * 7,
         "only {placed} of {data} data datagrams placed directly"
+    );
+    // Loopback keeps each message's pieces in order: after the first piece of
+    // a message (peeked), the rest land where guessed, across the scattered
+    // receive iovecs and up to a truncated receive's room.
+    assert!(
+        guessed * 10 >= placed * 6,
+        "only {guessed} of {placed} placed datagrams received without a peek"
     );
 }
 
@@ -352,7 +364,7 @@ fn rendezvous_data_is_sent_and_received_in_place() {
 #[test]
 fn placement_off_still_delivers() {
     if std::env::var("SPRAY_ZC_CHILD").is_ok() {
-        let (placed, data) = run_and_count(false);
+        let (placed, _, data) = run_and_count(false);
         assert_eq!(placed, 0, "FI_SPRAY_RX_PLACE=0 placed {placed} datagrams");
         assert!(data > 0);
         return;

@@ -162,6 +162,22 @@ impl<B: UserBuf> Engine<B> {
         Some(data.len() - payload.len() + head)
     }
 
+    /// Before a datagram's headers are seen: `(buffer, offset, bytes)`
+    /// where the next one most likely puts its payload if it is RDATA (see
+    /// `MsgLayer::guess_rdata`), and `RDATA_HEAD_LEN`, the headers before
+    /// that payload. A driver may receive the next datagram as
+    /// [headers | there | spill-over], then ask `place_with`: if it names
+    /// exactly that range, `handle_placed`; else move the bytes back behind
+    /// the headers and `handle_datagram` (the range was unwritten, so nothing
+    /// is lost).
+    pub fn guess_rdata(&self) -> Option<(&B, usize, usize)> {
+        let (_, b, at, n) = self.msg.guess_rdata()?;
+        Some((b, at, n))
+    }
+
+    /// Headers in front of an RDATA payload: SRD and message headers.
+    pub const RDATA_HEAD_LEN: usize = crate::wire::srd::HEADER_LEN + crate::wire::msg::HEADER_LEN;
+
     /// A datagram received after `place_with` said yes: `data` holds its headers
     /// (and is as long as the datagram); its payload is already in place.
     pub fn handle_placed(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {

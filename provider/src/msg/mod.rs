@@ -85,6 +85,12 @@ pub struct MsgLayer<B: UserBuf> {
     rndv_placing: usize,
     /// The payload being handled was placed already (`handle_payload_placed`).
     placed: bool,
+    /// The rendezvous record that received RDATA last: (record, its seq), and
+    /// the largest RDATA payload seen, bytes (see `guess_rdata`).
+    last_rdata: Option<(usize, u32)>,
+    last_rdata_len: usize,
+    /// That piece began where the message's data so far ended.
+    last_rdata_in_order: bool,
     peers: Vec<PeerState>,
     /// Peers with something to send, round-robin.
     ready: VecDeque<PeerId>,
@@ -124,6 +130,9 @@ impl<B: UserBuf> MsgLayer<B> {
             credit_batch_bytes: (init_credit / 4).max(1),
             rndv_placing: 0,
             placed: false,
+            last_rdata: None,
+            last_rdata_len: 0,
+            last_rdata_in_order: false,
             payload_max: cfg.max_datagram.saturating_sub(SRD_HEADER_RESERVE_BYTES),
             min_multi_recv: 0,
             peers: Vec::new(),
@@ -257,6 +266,30 @@ impl<B: UserBuf> MsgLayer<B> {
         f: &mut dyn FnMut(&B, usize, usize),
     ) -> Option<usize> {
         self.place_target_of(peer, payload, f)
+    }
+
+    /// Where the next RDATA datagram most likely goes, before its headers are
+    /// seen: `(peer, buffer, offset in the buffer, bytes)` = right after the
+    /// highest byte that arrived of the rendezvous message that received data
+    /// last, one datagram's worth (what an in-order stream sends next; none
+    /// unless that piece came in order). Those
+    /// bytes of the buffer are still unwritten (nothing beyond them arrived),
+    /// so a driver may receive the next datagram's payload there directly and
+    /// check with `place_target` that it was this piece (else it moves it).
+    pub fn guess_rdata(&self) -> Option<(PeerId, &B, usize, usize)> {
+        let (id, seq) = self.last_rdata.filter(|_| self.last_rdata_in_order)?;
+        let rec = self.ins.get(id).filter(|r| r.rndv && r.seq == seq)?;
+        let recv::Target::Recv { id: rid, base, cap } = rec.target else {
+            return None;
+        };
+        let end = rec.expect_bytes.min(cap);
+        let hi = rec.rdata_hi_bytes;
+        if hi >= end || self.last_rdata_len == 0 {
+            return None;
+        }
+        let e = self.recvs.get(rid)?;
+        let n = self.last_rdata_len.min(end - hi);
+        (base + hi + n <= e.op.buf.len()).then_some((rec.peer, &e.op.buf, base + hi, n))
     }
 
     /// An acknowledgement or failure report from the SRD layer.

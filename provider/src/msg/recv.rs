@@ -32,6 +32,9 @@ pub(crate) struct InRec {
     pub rndv: bool,
     /// Message bytes that arrived (placed or dropped).
     pub arrived_bytes: usize,
+    /// Rendezvous: end of the highest RDATA piece that arrived (message
+    /// offset, bytes): nothing of the message beyond it was written yet.
+    pub rdata_hi_bytes: usize,
     /// Bytes that will arrive in all (rendezvous: our grant; `usize::MAX` before it).
     pub expect_bytes: usize,
     pub target: Target,
@@ -141,6 +144,7 @@ impl<B: UserBuf> MsgLayer<B> {
             data: repr.data,
             rndv,
             arrived_bytes: 0,
+            rdata_hi_bytes: 0,
             expect_bytes: if rndv { usize::MAX } else { total },
             target: Target::None,
             bounce: None,
@@ -246,6 +250,7 @@ impl<B: UserBuf> MsgLayer<B> {
             data: None,
             rndv: false,
             arrived_bytes: 0,
+            rdata_hi_bytes: 0,
             expect_bytes: 0,
             target: Target::None,
             bounce: None,
@@ -275,6 +280,7 @@ impl<B: UserBuf> MsgLayer<B> {
             data: repr.data,
             rndv: false,
             arrived_bytes: 0,
+            rdata_hi_bytes: 0,
             expect_bytes: total,
             target: Target::None,
             bounce: None,
@@ -329,6 +335,14 @@ impl<B: UserBuf> MsgLayer<B> {
             Target::Discard => {}
         }
         rec.arrived_bytes = rec.arrived_bytes.saturating_add(data.len());
+        if rec.rndv {
+            // Guess only while pieces come in order (a reordering network
+            // would make most guesses wrong, each costing two copies).
+            self.last_rdata_in_order = off == rec.rdata_hi_bytes;
+            rec.rdata_hi_bytes = rec.rdata_hi_bytes.max(off.saturating_add(data.len()));
+            self.last_rdata = Some((id, rec.seq));
+            self.last_rdata_len = self.last_rdata_len.max(data.len());
+        }
         self.check_done(id);
     }
 
