@@ -85,9 +85,9 @@ pub struct MsgLayer<B: UserBuf> {
     rndv_placing: usize,
     /// The payload being handled was placed already (`handle_payload_placed`).
     placed: bool,
-    /// The rendezvous record that received RDATA last: (record, its seq), and
+    /// The rendezvous record that received RDATA last: (record, peer, seq), and
     /// the largest RDATA payload seen, bytes (see `guess_rdata`).
-    last_rdata: Option<(usize, u32)>,
+    last_rdata: Option<(usize, PeerId, u32)>,
     last_rdata_len: usize,
     /// That piece began where the message's data so far ended.
     last_rdata_in_order: bool,
@@ -271,25 +271,49 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Where the next RDATA datagram most likely goes, before its headers are
     /// seen: `(peer, buffer, offset in the buffer, bytes)` = right after the
     /// highest byte that arrived of the rendezvous message that received data
-    /// last, one datagram's worth (what an in-order stream sends next; none
-    /// unless that piece came in order). Those
-    /// bytes of the buffer are still unwritten (nothing beyond them arrived),
-    /// so a driver may receive the next datagram's payload there directly and
-    /// check with `place_target` that it was this piece (else it moves it).
+    /// last, one datagram's worth; once that message has all its data, the
+    /// start of the peer's next one, if it is granted and nothing of it came
+    /// yet (what an in-order stream sends next; none unless the last piece
+    /// came in order). Those bytes of the buffer are still unwritten (nothing
+    /// beyond them arrived), so a driver may receive the next datagram's
+    /// payload there directly and check with `place_target` that it was this
+    /// piece (else it moves it).
     pub fn guess_rdata(&self) -> Option<(PeerId, &B, usize, usize)> {
-        let (id, seq) = self.last_rdata.filter(|_| self.last_rdata_in_order)?;
-        let rec = self.ins.get(id).filter(|r| r.rndv && r.seq == seq)?;
-        let recv::Target::Recv { id: rid, base, cap } = rec.target else {
-            return None;
-        };
-        let end = rec.expect_bytes.min(cap);
-        let hi = rec.rdata_hi_bytes;
-        if hi >= end || self.last_rdata_len == 0 {
+        let (id, peer, seq) = self.last_rdata.filter(|_| self.last_rdata_in_order)?;
+        if self.last_rdata_len == 0 {
             return None;
         }
-        let e = self.recvs.get(rid)?;
-        let n = self.last_rdata_len.min(end - hi);
-        (base + hi + n <= e.op.buf.len()).then_some((rec.peer, &e.op.buf, base + hi, n))
+        let guess = |id: usize, seq: u32| {
+            let rec = self
+                .ins
+                .get(id)
+                .filter(|r| r.rndv && r.seq == seq && r.peer == peer)?;
+            let recv::Target::Recv { id: rid, base, cap } = rec.target else {
+                return None;
+            };
+            let end = rec.expect_bytes.min(cap);
+            let hi = rec.rdata_hi_bytes;
+            if hi >= end {
+                return None;
+            }
+            let e = self.recvs.get(rid)?;
+            let n = self.last_rdata_len.min(end - hi);
+            (base + hi + n <= e.op.buf.len()).then_some((peer, &e.op.buf, base + hi, n))
+        };
+        if let Some(g) = guess(id, seq) {
+            return Some(g);
+        }
+        // That message is done (or its data all came): the next one's start.
+        let next = seq.wrapping_add(1);
+        let &nid = self.in_map.get(&(peer.0, next))?;
+        let fresh = self.ins.get(nid).is_some_and(|r| {
+            r.arrived_bytes == 0 && r.expect_bytes != usize::MAX && r.expect_bytes > 0
+        });
+        if fresh {
+            guess(nid, next)
+        } else {
+            None
+        }
     }
 
     /// An acknowledgement or failure report from the SRD layer.

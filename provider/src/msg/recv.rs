@@ -340,7 +340,7 @@ impl<B: UserBuf> MsgLayer<B> {
             // would make most guesses wrong, each costing two copies).
             self.last_rdata_in_order = off == rec.rdata_hi_bytes;
             rec.rdata_hi_bytes = rec.rdata_hi_bytes.max(off.saturating_add(data.len()));
-            self.last_rdata = Some((id, rec.seq));
+            self.last_rdata = Some((id, rec.peer, rec.seq));
             self.last_rdata_len = self.last_rdata_len.max(data.len());
         }
         self.check_done(id);
