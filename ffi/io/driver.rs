@@ -452,23 +452,10 @@ impl Io {
             }
             let placed = hdr > 0 && hdr < dlen;
             // The real receive, through slot 0's header (timestamp control included).
-            let h = &mut self.rx_hdr[0].msg_hdr;
-            h.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-            h.msg_flags = 0;
-            h.msg_control = self.rx_cmsg.as_mut_ptr().cast();
-            h.msg_controllen = CMSG_BYTES as _;
+            self.reset_rx_hdr0();
             if placed {
-                self.place_iov[0] = libc::iovec {
-                    iov_base: slot0.cast(),
-                    iov_len: hdr,
-                };
-                for (v, &(p, k)) in self.place_iov[1..].iter_mut().zip(&pieces[..np]) {
-                    // Receive buffers are writable by the libfabric contract.
-                    *v = libc::iovec {
-                        iov_base: p as *mut libc::c_void,
-                        iov_len: k,
-                    };
-                }
+                scatter_iovs(&mut self.place_iov, slot0, hdr, &pieces[..np]);
+                let h = &mut self.rx_hdr[0].msg_hdr;
                 h.msg_iov = self.place_iov.as_mut_ptr();
                 h.msg_iovlen = (1 + np) as _;
             }
@@ -476,7 +463,7 @@ impl Io {
             // buffers, and (placed) at pieces of a live application receive
             // buffer that the engine just named for this very datagram (we are
             // its socket's only reader, so the datagram peeked is the one read).
-            let r = unsafe { libc::recvmsg(fd, h, libc::MSG_DONTWAIT) };
+            let r = unsafe { libc::recvmsg(fd, &mut self.rx_hdr[0].msg_hdr, libc::MSG_DONTWAIT) };
             self.stats.syscalls += 1;
             let h = &mut self.rx_hdr[0].msg_hdr;
             h.msg_iov = &mut self.rx_iov[0];
@@ -503,6 +490,16 @@ impl Io {
         self.stats.rx_packets += got as u64;
         self.rx_last = got;
         got
+    }
+
+    /// Slot 0's receive header ready for one `recvmsg` (address, flags and
+    /// timestamp control; the caller sets the iovecs).
+    fn reset_rx_hdr0(&mut self) {
+        let h = &mut self.rx_hdr[0].msg_hdr;
+        h.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+        h.msg_flags = 0;
+        h.msg_control = self.rx_cmsg.as_mut_ptr().cast();
+        h.msg_controllen = CMSG_BYTES as _;
     }
 
     /// One receive straight into where `Engine::guess_rdata` expects the next
@@ -533,27 +530,14 @@ impl Io {
             return None;
         }
         let slot0 = self.rx_buf.as_mut_ptr();
-        self.guess_iov[0] = libc::iovec {
-            iov_base: slot0.cast(),
-            iov_len: head,
-        };
-        for (v, &(p, k)) in self.guess_iov[1..].iter_mut().zip(&pieces[..np]) {
-            // Receive buffers are writable by the libfabric contract.
-            *v = libc::iovec {
-                iov_base: p as *mut libc::c_void,
-                iov_len: k,
-            };
-        }
+        scatter_iovs(&mut self.guess_iov, slot0, head, &pieces[..np]);
         self.guess_iov[1 + np] = libc::iovec {
             // SAFETY: head + n <= slot_bytes (checked above): inside slot 0.
             iov_base: unsafe { slot0.add(head + n) }.cast(),
             iov_len: self.slot_bytes - head - n,
         };
+        self.reset_rx_hdr0();
         let h = &mut self.rx_hdr[0].msg_hdr;
-        h.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-        h.msg_flags = 0;
-        h.msg_control = self.rx_cmsg.as_mut_ptr().cast();
-        h.msg_controllen = CMSG_BYTES as _;
         h.msg_iov = self.guess_iov.as_mut_ptr();
         h.msg_iovlen = (2 + np) as _;
         // SAFETY: the header points at our own address, control and slot-0
@@ -780,6 +764,27 @@ impl Io {
         }
         self.tx_len = w;
         w > 0
+    }
+}
+
+/// `iovs` = [the first `head` bytes at `slot`, then `pieces` of an application
+/// receive buffer] (a receive that scatters headers and payload).
+fn scatter_iovs(
+    iovs: &mut [libc::iovec],
+    slot: *mut u8,
+    head: usize,
+    pieces: &[(*const u8, usize)],
+) {
+    iovs[0] = libc::iovec {
+        iov_base: slot.cast(),
+        iov_len: head,
+    };
+    for (v, &(p, k)) in iovs[1..].iter_mut().zip(pieces) {
+        // Receive buffers are writable by the libfabric contract.
+        *v = libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: k,
+        };
     }
 }
 
