@@ -22,11 +22,12 @@ def cpu_note(r):
 
 
 def rto_s(r):
-    """spray's counters of the trial (FI_SPRAY_STATS at close): RTOs / tail probes / retransmissions."""
+    """spray's counters of the trial (FI_SPRAY_STATS at close): RTOs / tail probes / retransmissions /
+    copies received twice (spurious resends)."""
     s = r.get("spray")
     if not s:
         return "–"
-    return "%d/%d/%d" % (s["timeouts"], s["tail_probes"], s["retransmits"])
+    return "%d/%d/%d/%d" % (s["timeouts"], s["tail_probes"], s["retransmits"], s.get("rx_duplicates", 0))
 
 
 def burst_row(r):
@@ -40,7 +41,7 @@ def burst_row(r):
 
 
 BURST_HDR = ["transport", "done", "FCT p50 s", "FCT p99 s", "FCT max s", "ideal s", "p50/ideal",
-             "max/ideal", "goodput Mbit/s", "RTO/TLP/retx", "CPU"]
+             "max/ideal", "goodput Mbit/s", "RTO/TLP/retx/dup", "CPU"]
 
 
 def table(hdr, rows):
@@ -84,8 +85,9 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
     for t, n in sorted(notes.items()):
         L.append("- **%s**: %s\n" % (t, n))
     L.append("\n## 1. Burst incast\n\nAll flows start together; ideal = total bytes / bottleneck rate. "
-             "RTO/TLP/retx: spray's retransmission-timer expiries, tail-loss probes and "
-             "retransmissions summed over all its endpoints in the trial (FI_SPRAY_STATS).\n")
+             "RTO/TLP/retx/dup: spray's retransmission-timer expiries, tail-loss probes (data copies, "
+             "or asks when a sender is held to a packet or two), retransmissions and copies received "
+             "twice (spurious resends), summed over all its endpoints in the trial (FI_SPRAY_STATS).\n")
     big = [r for r in by("1") if r["transport"] == "spray" and r["flows"] >= 32 and r.get("spray")]
     if big:
         n_rto = sum(r["spray"]["timeouts"] for r in big)
@@ -137,7 +139,7 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
             L.append("\n**%s**\n\n" % ("one flow x %s" % size_s(rs[0]["bytes"]) if work == "one"
                                         else "%d flows x %s" % (rs[0]["flows"], size_s(rs[0]["bytes"]))))
             L.append(table(["link state", "transport", "rep", "done", "FCT p50 s", "FCT max s",
-                            "goodput Mbit/s", "packets per link", "RTO/TLP/retx", "CPU"], rows))
+                            "goodput Mbit/s", "packets per link", "RTO/TLP/retx/dup", "CPU"], rows))
 
     how = sorted({r.get("loss_how", "").split(" via ")[-1] for r in by("5")} - {""})
     L.append("\n## 5. Loss sweep\n\nRandom loss on R2 -> B (data direction; via %s; nft spares the "
@@ -147,7 +149,7 @@ def write(out, trials, net, p, notes, elapsed, args, plots=True):
         f = stats.fcts(r)
         rows.append([fmt(r["loss"]), r["transport"], "%d/%d" % (stats.completed(r), r["flows"]),
                      fmt(stats.goodput_mbps(r)), fmt(pct(f, 50)), fmt(pct(f, 99)), rto_s(r), cpu_note(r)])
-    L.append(table(["loss %", "transport", "done", "goodput Mbit/s", "FCT p50 s", "FCT p99 s", "RTO/TLP/retx",
+    L.append(table(["loss %", "transport", "done", "goodput Mbit/s", "FCT p50 s", "FCT p99 s", "RTO/TLP/retx/dup",
                     "CPU"], rows))
 
     L.append("\n## 6. Spraying check\n\nOne flow A -> B; packets per R1 link (R1 -> R2 direction). "

@@ -226,7 +226,7 @@ def trial(topo, tr, mode, flows, hosts=1, bytes_=1 << 20, msg=65536, duration_ms
 def spray_counters(files):
     """Sums the FI_SPRAY_STATS close lines of one trial's processes: RTOs, tail probes,
     retransmissions, losses, DATA packets; the per-path view of the busiest sending peer."""
-    tot = {"endpoints": 0, "timeouts": 0, "tail_probes": 0, "stall_probes": 0, "retransmits": 0,
+    tot = {"endpoints": 0, "timeouts": 0, "tail_probes": 0, "tail_asks": 0, "stall_probes": 0, "retransmits": 0,
            "lost": 0, "tx_data": 0, "rx_duplicates": 0, "peers_with_rto": 0, "max_rtos_per_peer": 0}
     busiest = None
     for fn in files:
@@ -240,8 +240,8 @@ def spray_counters(files):
                 continue
             s = r["srd"]
             tot["endpoints"] += 1
-            for k in ("timeouts", "tail_probes", "stall_probes", "retransmits", "lost", "tx_data",
-                      "rx_duplicates"):
+            for k in ("timeouts", "tail_probes", "tail_asks", "stall_probes", "retransmits", "lost",
+                      "tx_data", "rx_duplicates"):
                 tot[k] += s.get(k, 0)
             for p in r.get("peers", []):
                 if p.get("rtos", 0):

@@ -141,7 +141,7 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
         io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed,
         io.rx_guessed, io.rx_guess_missed
     );
-    let fields: [(&str, u64); 33] = [
+    let fields: [(&str, u64); 34] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -154,6 +154,7 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
         ("lost_overdue", s.lost_overdue),
         ("rto_lost", s.rto_lost),
         ("tail_probes", s.tail_probes),
+        ("tail_asks", s.tail_asks),
         ("timeouts", s.timeouts),
         ("spurious_losses", s.spurious_losses),
         ("spurious_retransmits", s.spurious_retransmits),

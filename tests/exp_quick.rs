@@ -154,7 +154,7 @@ fn experiments_quick_pipeline() {
     }
     if transports.iter().any(|t| t == "spray") {
         // Every completed spray trial carries its FI_SPRAY_STATS counters, and the
-        // incast table shows them (RTO/TLP/retx cells like `0/3/12`).
+        // incast table shows them (RTO/TLP/retx/dup cells like `0/3/12/2`).
         let results = std::fs::read_to_string(out.join("results.json")).expect("results.json");
         assert!(
             results.contains("\"tx_data\"") && results.contains("\"timeouts\""),
@@ -170,13 +170,13 @@ fn experiments_quick_pipeline() {
             .filter(|l| {
                 l.split('|').any(|c| {
                     let v: Vec<&str> = c.trim().split('/').collect();
-                    v.len() == 3 && v.iter().all(|x| x.parse::<u64>().is_ok())
+                    v.len() == 4 && v.iter().all(|x| x.parse::<u64>().is_ok())
                 })
             })
             .count();
         assert!(
             with_counters > 0,
-            "no RTO/TLP/retx cells for spray:\n{sec1}"
+            "no RTO/TLP/retx/dup cells for spray:\n{sec1}"
         );
     }
     for png in [

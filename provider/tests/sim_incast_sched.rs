@@ -189,3 +189,84 @@ fn incast_64_default_budget_adapts() {
     assert!(r.max_fct_ratio <= 1.2, "seed 7: {r:?}");
     assert!(r.timeouts <= 16, "seed 7: {r:?}");
 }
+
+/// A budget that does not divide among the senders: once a loss has cut it
+/// (it is measured, no longer the configured guess), its remainder goes to
+/// some of them (one packet above the share each), so the total granted is
+/// the budget, not the share rounded down (32 senders, budget 54 cut to 41:
+/// ~41 packets in flight, not 32; a budget growing back towards a 44-packet
+/// buffer used to jump from 32 to 64 in flight and drop ~20 packets). As
+/// the remainder moves on (one sender per turn) a grant taken back may
+/// still have its packet in flight, and the budget grows back meanwhile.
+#[test]
+fn incast_budget_remainder_is_granted() {
+    use spray::sim::{Event, EventKind};
+    let (senders, budget, per_sender) = (32usize, 54u32, 160u64);
+    let rx = senders;
+    let paths = 4u8;
+    let nodes: Vec<SrdNode> = (0..=senders)
+        .map(|i| {
+            let mut c = config(i, paths, 200 + i as u32);
+            c.rx_credit_packets = budget;
+            SrdNode::new(&c)
+        })
+        .collect();
+    let mut spec = LinkSpec::ideal(Duration::from_micros(20));
+    spec.bandwidth = 125_000_000;
+    let mut sim = Sim::new(9, nodes, vec![spec; usize::from(paths)]);
+    let mut b = LinkSpec::ideal(Duration::ZERO);
+    b.bandwidth = 25_000_000;
+    b.buffer = 1 << 20; // no overflow: the grants alone bound the flight
+    let mut link = Link::new(b);
+    // A short outage loses a few packets: their repairs cut the budget once.
+    link.schedule.push(Event {
+        from: Instant::from_nanos(5_000_000),
+        until: Instant::from_nanos(5_300_000),
+        kind: EventKind::Blackhole,
+    });
+    sim.bottleneck[rx] = Some(link);
+    for s in 0..senders {
+        for t in 0..per_sender {
+            sim.nodes[s].push(addr(rx), t, payload(t, 1400));
+        }
+    }
+    // Sample the total in flight once the cut is behind.
+    let mut peak = 0u64;
+    let mut samples = Vec::new();
+    for k in 1..=100u64 {
+        sim.run_until(Instant::from_nanos(30_000_000 + k * 500_000), |_| false);
+        let inflight: u64 = (0..senders)
+            .map(|s| {
+                sim.nodes[s]
+                    .srd
+                    .bytes_in_flight(spray::PeerId(0))
+                    .div_ceil(1400)
+            })
+            .sum();
+        peak = peak.max(inflight);
+        samples.push(inflight);
+    }
+    let cut_to = sim.nodes[rx].srd.stats().budget_after_cut;
+    let done = |sim: &Sim<SrdNode>| {
+        (0..senders).all(|s| sim.nodes[s].acked().count() as u64 == per_sender)
+    };
+    assert!(sim.run_until(Instant::from_nanos(2_000_000_000), done));
+    for s in 0..senders {
+        check_pair(&sim, s, rx, per_sender).unwrap();
+    }
+    samples.sort_unstable();
+    let median = samples[samples.len() / 2];
+    println!("budget {budget} cut to {cut_to}, {senders} senders: in flight median {median}, peak {peak}");
+    assert!(
+        (36..=44).contains(&cut_to),
+        "the outage did not cut the budget once: {cut_to}"
+    );
+    assert!(
+        median >= cut_to - 3,
+        "median {median} packets in flight: remainder not granted"
+    );
+    assert!(
+        peak <= cut_to + 4,
+        "peak {peak} packets in flight: over the budget"
+    );
+}

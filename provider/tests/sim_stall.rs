@@ -99,6 +99,9 @@ struct Outcome {
     timeouts: u64,
     stall_probes: u64,
     tail_probes: u64,
+    tail_asks: u64,
+    /// Copies the receiver got twice (spurious resends).
+    duplicates: u64,
     fct_ms: f64,
 }
 
@@ -150,12 +153,13 @@ fn run(
     let start = sim.now + Duration::from_millis(2);
     sim.run_until(start, |_| false);
     let start = sim.now;
-    let base: Vec<(u64, u64, u64)> = (0..senders)
+    let base: Vec<(u64, u64, u64, u64)> = (0..senders)
         .map(|s| {
             let x = sim.nodes[s].inner.srd.stats();
-            (x.timeouts, x.stall_probes, x.tail_probes)
+            (x.timeouts, x.stall_probes, x.tail_probes, x.tail_asks)
         })
         .collect();
+    let dup_base = sim.nodes[rx].inner.srd.stats().rx_duplicates;
     for s in 0..senders {
         for t in 1..=per_sender {
             sim.nodes[s].inner.push(addr(rx), t, payload(t, 1400));
@@ -193,6 +197,8 @@ fn run(
         timeouts: 0,
         stall_probes: 0,
         tail_probes: 0,
+        tail_asks: 0,
+        duplicates: sim.nodes[rx].inner.srd.stats().rx_duplicates - dup_base,
         fct_ms: 0.0,
     };
     for (s, b) in base.iter().enumerate() {
@@ -200,6 +206,7 @@ fn run(
         o.timeouts += x.timeouts - b.0;
         o.stall_probes += x.stall_probes - b.1;
         o.tail_probes += x.tail_probes - b.2;
+        o.tail_asks += x.tail_asks - b.3;
         let last = sim.nodes[s]
             .inner
             .events
@@ -257,6 +264,36 @@ fn receiver_stall_fan_in_no_rto() {
         // without stall probes (256 ms on main).
         assert!(
             o.fct_ms <= ideal_ms(32, 40) * 1.2 + 100.0 + 100.0,
+            "seed {seed}: {o:?}"
+        );
+    }
+}
+
+/// Fan-in, a stall longer than the fan-in tail-loss-probe wait (4 ms) but
+/// shorter than the RTO: every sender's tail probe fires while its packet
+/// waits in the receiver's socket. Held to a packet or two, the senders ask
+/// (a 48-byte PROBE) instead of resending: no copy reaches the receiver
+/// twice, where a resent copy each came back as 32-64 duplicates (and
+/// overflowed the bottleneck behind the backlog).
+#[test]
+fn receiver_stall_fan_in_tail_asks_no_copies() {
+    for seed in [13u64, 14] {
+        let o = run(
+            seed,
+            32,
+            40,
+            Duration::from_millis(10),
+            Duration::from_millis(12),
+            false,
+        );
+        assert_eq!(o.timeouts, 0, "seed {seed}: {o:?}");
+        assert!(
+            o.tail_asks >= 16,
+            "seed {seed}: the stall did not reach the tail probes: {o:?}"
+        );
+        assert!(o.duplicates <= 2, "seed {seed}: {o:?}");
+        assert!(
+            o.fct_ms <= ideal_ms(32, 40) * 1.2 + 12.0 + 20.0,
             "seed {seed}: {o:?}"
         );
     }

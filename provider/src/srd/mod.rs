@@ -66,6 +66,9 @@ pub struct Srd {
     recount: bool,
     /// The receiver's effective credit budget (see `recv::Budget`).
     budget: recv::Budget,
+    /// Which senders get the budget's remainder (one extra packet each) now,
+    /// and since when (see `update_credit`).
+    extra_turn: (u32, Instant),
     /// Datagrams ever queued (see `queued_total`).
     queued_total: u64,
 }
@@ -115,6 +118,7 @@ impl Srd {
             credit: CREDIT_UNLIMITED,
             credit_at: None,
             recount: false,
+            extra_turn: (0, Instant::ZERO),
         }
     }
 

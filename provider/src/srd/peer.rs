@@ -151,6 +151,9 @@ pub struct Peer {
     pub rx_more_at: Instant,
     /// Receiver: since when this sender waits for a grant (scheduling order).
     pub rx_wait_since: Instant,
+    /// Receiver: this sender's grant is one packet above the fair share
+    /// (it holds a share of the budget's remainder, see `update_credit`).
+    pub rx_credit_extra: bool,
     /// Receiver, scheduled mode: this sender holds one of the budget's slots.
     pub rx_admitted: bool,
     /// Receiver: when the admitted sender was admitted or last delivered.
@@ -182,8 +185,26 @@ pub struct Peer {
     /// The packet being handled is an ACK answering a PROBE of ours (flag
     /// ACK_NOW on an ACK): it reflects everything the peer had received.
     pub ack_answers_probe: bool,
+    /// The number that ACK echoes: the latest PROBE the peer had read when it
+    /// answered (0 = unknown: a peer that does not echo).
+    pub answer_no: u32,
+    /// Number of the latest PROBE we sent (0 = none yet).
+    pub probe_no: u32,
+    /// Number the pending stall probe went out with (0 = not sent yet).
+    pub stall_probe_no: u32,
+    /// Number the pending tail ask went out with (0 = not sent yet).
+    pub tail_ask_no: u32,
+    /// Receiver: number of the latest PROBE read from this peer, echoed by
+    /// the ACK answering it.
+    pub rx_probe_no: u32,
     /// Receiver: a PROBE arrived; the pure ACK answering it carries ACK_NOW.
     pub probe_to_answer: bool,
+    /// A tail ask (PROBE, ACK_NOW) must go out, see `Peer::on_tlp`.
+    pub tail_ask_due: bool,
+    /// The newest packet a tail ask asks about, and when the ask fired: an
+    /// answer still lacking it proves it lost (the ask took its path, behind
+    /// it), and it is resent at once.
+    pub tail_ask: Option<(u32, Instant)>,
 }
 
 impl Peer {
@@ -231,6 +252,7 @@ impl Peer {
             rx_more: false,
             rx_more_at: Instant::ZERO,
             rx_wait_since: Instant::ZERO,
+            rx_credit_extra: false,
             rx_admitted: false,
             rx_admit_at: Instant::ZERO,
             rx_admit_used: 0,
@@ -241,7 +263,14 @@ impl Peer {
             stall_probe_due: false,
             stall_probe_at: None,
             ack_answers_probe: false,
+            answer_no: 0,
+            probe_no: 0,
+            stall_probe_no: 0,
+            tail_ask_no: 0,
+            rx_probe_no: 0,
             probe_to_answer: false,
+            tail_ask_due: false,
+            tail_ask: None,
         }
     }
 
@@ -278,6 +307,21 @@ impl Peer {
     /// busy while we wait longer, so the timers get floors.
     pub fn fan_in_limited(&self) -> bool {
         self.tx.credit_heard && self.tx.credit.is_some_and(|c| c <= 2)
+    }
+
+    /// Does the ACK being handled answer our PROBE number `no` (or a later
+    /// one)? An answer to an earlier probe may have left the peer before
+    /// `no` arrived (before the packets `no` asks about, too). A peer that
+    /// does not echo (0) is taken at its word, as before numbering.
+    pub fn answers(&self, no: u32) -> bool {
+        self.ack_answers_probe
+            && (self.answer_no == 0 || no != 0 && self.answer_no.wrapping_sub(no) as i32 >= 0)
+    }
+
+    /// The number for the next PROBE (never 0).
+    pub fn next_probe_no(&mut self) -> u32 {
+        self.probe_no = self.probe_no.wrapping_add(1).max(1);
+        self.probe_no
     }
 
     /// Typical RTT of this peer, ns (a default before any sample).
@@ -413,6 +457,8 @@ impl Peer {
         self.credit_probe_due = false;
         self.stall_probe_due = false;
         self.stall_probe_at = None;
+        self.tail_ask_due = false;
+        self.tail_ask = None;
     }
 
     /// The peer restarted with epoch `epoch`: fail what we sent to the old
@@ -438,5 +484,50 @@ impl Peer {
         self.timers.stop(Timer::Ack);
         self.remote_epoch = epoch;
         self.largest_acked_sent = Instant::ZERO;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn peer() -> Peer {
+        let cfg = Config::new(
+            crate::config::EpMode::Rdm,
+            "198.18.0.1:7000".parse().unwrap(),
+        );
+        let srd = super::super::Srd::new(&cfg);
+        Peer::new(PeerId(0), "198.18.0.2:7000".parse().unwrap(), &srd.p)
+    }
+
+    /// An answer counts for a probe only if it echoes that probe's number or
+    /// a later one; an answer to an earlier probe (it may have left the peer
+    /// before the probe, or the packets it asks about, arrived) does not.
+    #[test]
+    fn answers_match_probe_numbers() {
+        let mut p = peer();
+        let first = p.next_probe_no();
+        let second = p.next_probe_no();
+        assert_eq!((first, second), (1, 2));
+        p.ack_answers_probe = true;
+        p.answer_no = first;
+        assert!(p.answers(first));
+        assert!(!p.answers(second), "an earlier probe's answer");
+        assert!(!p.answers(0), "a probe not sent yet");
+        p.answer_no = second;
+        assert!(p.answers(first) && p.answers(second));
+        // Not an answer at all (no ACK_NOW).
+        p.ack_answers_probe = false;
+        assert!(!p.answers(first));
+        // A peer that does not echo (0) is believed, as before numbering.
+        p.ack_answers_probe = true;
+        p.answer_no = 0;
+        assert!(p.answers(second) && p.answers(0));
+        // Numbers wrap, skipping 0.
+        p.probe_no = u32::MAX;
+        assert_eq!(p.next_probe_no(), 1);
+        p.answer_no = 1;
+        assert!(p.answers(u32::MAX) && !p.answers(2));
     }
 }

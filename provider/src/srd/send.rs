@@ -14,7 +14,9 @@ use crate::time::Instant;
 /// Idle this long before sending again, a sender's flight counts as a
 /// first flight (see `Peer::first_flight`), ns.
 const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
-use crate::wire::srd::{flags, AckRepr, PacketType, Repr, HEADER_LEN, MAX_SACK_EXT_BYTES};
+use crate::wire::srd::{
+    flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
+};
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
@@ -42,6 +44,11 @@ impl Peer {
         if fair == 0 {
             return u16::from(self.rx_admitted);
         }
+        let fair = if fair == CREDIT_UNLIMITED {
+            fair
+        } else {
+            (fair + u16::from(self.rx_credit_extra)).min(CREDIT_UNLIMITED - 1)
+        };
         let ramp = self.rx.received.saturating_add(1);
         if ramp >= budget {
             fair
@@ -188,6 +195,7 @@ impl Peer {
             let (path, _) = self.paths.pick(now, None);
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::MORE;
+            h.psn = self.next_probe_no();
             return self.finish(ctx, h, buf, None);
         }
         if self.probe_to_answer && self.rx.any {
@@ -207,6 +215,22 @@ impl Peer {
             };
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
+            h.psn = self.next_probe_no();
+            self.stall_probe_no = h.psn;
+            return self.finish(ctx, h, buf, None);
+        }
+        if self.tail_ask_due {
+            // A tail ask (see `on_tlp`): a PROBE on the asked packet's path,
+            // so it arrives after that packet unless the packet was lost.
+            self.tail_ask_due = false;
+            let path = match self.tail_ask {
+                Some((psn, _)) if self.tx.is_sent(psn) => self.tx.slot(psn).path,
+                _ => self.paths.pick(now, None).0,
+            };
+            let mut h = self.header(ctx, PacketType::Probe, path);
+            h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
+            h.psn = self.next_probe_no();
+            self.tail_ask_no = h.psn;
             return self.finish(ctx, h, buf, None);
         }
         if self.tx.next_send == self.tx.next_psn
@@ -297,6 +321,7 @@ impl Peer {
         if self.probe_to_answer {
             self.probe_to_answer = false;
             h.flags = flags::ACK_NOW;
+            h.psn = self.rx_probe_no;
         }
         let ack = self.take_ack(now, true, ctx.credit, ctx.p.credit_budget);
         let ext = buf

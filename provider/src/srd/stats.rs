@@ -25,8 +25,13 @@ pub struct SrdStats {
     pub lost_overdue: u64,
     /// Packets declared lost by the retransmission timer (the last resort).
     pub rto_lost: u64,
-    /// Tail-loss probes sent.
+    /// Tail-loss probes sent (a resent packet, or a `tail_asks` PROBE).
     pub tail_probes: u64,
+    /// Tail-loss probes sent as a PROBE asking for an immediate ack instead
+    /// of a data copy (a sender held to a packet or two by a fan-in: its
+    /// tail is queued far more often than lost); a confirmed loss is resent
+    /// at once.
+    pub tail_asks: u64,
     /// Retransmission timeouts: the timer expired and the peer, alive
     /// (heard since our last probe), had not acked the oldest packet in
     /// flight, which is resent with the bandwidth cut.
