@@ -66,8 +66,8 @@ pub struct Srd {
     recount: bool,
     /// The receiver's effective credit budget (see `recv::Budget`).
     budget: recv::Budget,
-    /// Which senders get the budget's remainder (one extra packet each) now,
-    /// and since when (see `update_credit`).
+    /// Whose turn it is to get the budget's remainder (one extra packet
+    /// each), and since when (see `share_remainder`).
     extra_turn: (u32, Instant),
     /// Datagrams ever queued (see `queued_total`).
     queued_total: u64,

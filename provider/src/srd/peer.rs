@@ -152,7 +152,7 @@ pub struct Peer {
     /// Receiver: since when this sender waits for a grant (scheduling order).
     pub rx_wait_since: Instant,
     /// Receiver: this sender's grant is one packet above the fair share
-    /// (it holds a share of the budget's remainder, see `update_credit`).
+    /// (it holds a share of the budget's remainder, see `share_remainder`).
     pub rx_credit_extra: bool,
     /// Receiver, scheduled mode: this sender holds one of the budget's slots.
     pub rx_admitted: bool,

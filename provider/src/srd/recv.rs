@@ -109,6 +109,12 @@ impl Budget {
 }
 
 impl Peer {
+    /// Receiver side: did this sender send us new data in the last `ACTIVE_NS`?
+    pub(crate) fn rx_active(&self, now: Instant) -> bool {
+        self.rx_last_data
+            .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS))
+    }
+
     /// Receiver side: does this sender wait to send more (flag MORE, recent)?
     pub(crate) fn rx_wanting(&self, now: Instant) -> bool {
         self.rx_more && now.saturating_since(self.rx_more_at).as_nanos() < u128::from(WANT_NS)
@@ -158,9 +164,7 @@ impl Srd {
         self.recount = false;
         let (mut active, mut demand) = (0u32, 0u32);
         for p in &self.peers {
-            let recent = p
-                .rx_last_data
-                .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS));
+            let recent = p.rx_active(now);
             active += u32::from(recent);
             demand += u32::from(recent || p.rx_wanting(now));
         }
@@ -216,10 +220,8 @@ impl Srd {
         }
         let mut k = 0u32;
         for p in &mut self.peers {
-            let sharing = p
-                .rx_last_data
-                .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS))
-                || p.rx_wanting(now);
+            // Counted as in `update_credit`'s demand.
+            let sharing = p.rx_active(now) || p.rx_wanting(now);
             p.rx_credit_extra = sharing && rem > 0 && k.wrapping_add(self.extra_turn.0) % n < rem;
             k += u32::from(sharing);
         }
@@ -361,9 +363,7 @@ impl Srd {
                 peer.rx.advance_floor(h.psn_floor);
                 match peer.rx.on_packet(h.psn, now) {
                     Arrival::New => {
-                        let was_active = peer.rx_last_data.is_some_and(|t| {
-                            now.saturating_since(t).as_nanos() < u128::from(ACTIVE_NS)
-                        });
+                        let was_active = peer.rx_active(now);
                         peer.rx_last_data = Some(now);
                         peer.rx.unacked += 1;
                         peer.rx.received = peer.rx.received.saturating_add(1);
