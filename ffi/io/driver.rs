@@ -57,6 +57,32 @@ pub struct IoStats {
 /// the next guess (several senders' data interleaving would miss every time).
 const GUESS_COOLDOWN: u32 = 8;
 
+/// Most guessed receives in one `recvmmsg` (each into its own place).
+const GUESS_BATCH: usize = 8;
+
+/// iovecs of one guessed receive: headers, up to `IOV_LIMIT` pieces, spill-over.
+const GUESS_IOVS: usize = IOV_LIMIT + 2;
+
+/// Where one datagram of a batch of guessed receives was expected to put its
+/// payload: `n` bytes at `at` of the receive buffer `buf`, which lies in
+/// `pieces[..np]` of application memory.
+#[derive(Copy, Clone)]
+struct Guess {
+    buf: *const FfiBuf,
+    at: usize,
+    n: usize,
+    pieces: [(*const u8, usize); IOV_LIMIT],
+    np: usize,
+}
+
+const NO_GUESS: Guess = Guess {
+    buf: std::ptr::null(),
+    at: 0,
+    n: 0,
+    pieces: [(std::ptr::null(), 0); IOV_LIMIT],
+    np: 0,
+};
+
 /// Most iovecs of one outgoing datagram: its headers (in a driver slot) and a
 /// body in up to `IOV_LIMIT` application segments.
 const TX_IOVS: usize = 1 + IOV_LIMIT;
@@ -100,9 +126,13 @@ pub struct Io {
     /// iovecs of one directly placed receive: headers into slot 0, payload
     /// into up to `IOV_LIMIT` application pieces.
     place_iov: [libc::iovec; TX_IOVS],
-    /// A guessed receive: headers in slot 0, the guessed range (up to
-    /// `IOV_LIMIT` pieces), the rest of slot 0 for whatever spills over.
-    guess_iov: [libc::iovec; IOV_LIMIT + 2],
+    /// Guessed receives, `GUESS_IOVS` per slot: headers in the slot, the
+    /// guessed range (up to `IOV_LIMIT` pieces), the rest of the slot for
+    /// whatever spills over.
+    guess_iov: Vec<libc::iovec>,
+    /// Per slot of a batch of guessed receives: where its payload was
+    /// expected to go.
+    guesses: Vec<Guess>,
     /// Datagrams left to receive through the peek path before guessing again.
     guess_cooldown: u32,
     /// Datagrams the last receive call returned (a second single `recvfrom` hit
@@ -187,10 +217,14 @@ impl Io {
                 iov_base: std::ptr::null_mut(),
                 iov_len: 0,
             }; TX_IOVS],
-            guess_iov: [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; IOV_LIMIT + 2],
+            guess_iov: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                };
+                batch.min(GUESS_BATCH) * GUESS_IOVS
+            ],
+            guesses: vec![NO_GUESS; batch.min(GUESS_BATCH)],
             guess_cooldown: 0,
             rx_last: 0,
             rx_full: false,
@@ -395,15 +429,14 @@ impl Io {
         let head = Engine::<FfiBuf>::PLACE_HEAD_LEN;
         let fd = self.socks[0].as_raw_fd();
         let mut got = 0;
-        for _ in 0..self.batch {
+        while got < self.batch {
             if self.guess_cooldown == 0 {
-                match self.recv_guessed(engine) {
-                    Some(true) => {
-                        got += 1;
-                        continue;
+                if let Some((n, drained)) = self.recv_guessed(engine, self.batch - got) {
+                    got += n;
+                    if drained {
+                        break;
                     }
-                    Some(false) => break,
-                    None => {}
+                    continue;
                 }
             } else {
                 self.guess_cooldown -= 1;
@@ -502,105 +535,169 @@ impl Io {
         h.msg_controllen = CMSG_BYTES as _;
     }
 
-    /// One receive straight into where `Engine::guess_rdata` expects the next
-    /// RDATA payload (one syscall, where the peek path takes two): headers to
-    /// slot 0, payload to the guessed range, anything longer to the rest of
-    /// slot 0. `place_with` then confirms the guess; a datagram that was not
-    /// that piece is put back together in slot 0 (the range it landed in was
-    /// unwritten) and handled as received. None: no guess (take the peek
-    /// path); Some(false): the socket was empty; Some(true): one handled.
-    fn recv_guessed(&mut self, engine: &mut Engine<FfiBuf>) -> Option<bool> {
+    /// Receives straight into where `Engine::guess_rdata_nth` expects the
+    /// next RDATA payloads (one `recvmmsg` for up to `GUESS_BATCH` datagrams
+    /// of a message, where the peek path takes two syscalls each): datagram
+    /// i's headers to slot i, its payload to the i-th guessed range, anything
+    /// longer to the rest of slot i. `place_with` then confirms them in order.
+    /// From the first datagram that is not the piece guessed for it, that one
+    /// and every later one of the batch are put back together in their slots
+    /// *before* any of them is handled (their bytes sit in guessed ranges
+    /// where a datagram handled as received may belong), then handled as
+    /// received. None: no guess (take the peek path); else (datagrams handled,
+    /// whether the socket ran dry: fewer came than were asked for).
+    fn recv_guessed(&mut self, engine: &mut Engine<FfiBuf>, room: usize) -> Option<(usize, bool)> {
         let head = Engine::<FfiBuf>::RDATA_HEAD_LEN;
-        let (gbuf, at, n) = engine.guess_rdata()?;
-        if head + n > self.slot_bytes {
-            return None;
-        }
-        let gptr: *const FfiBuf = gbuf;
-        let mut pieces = [(std::ptr::null::<u8>(), 0usize); IOV_LIMIT];
-        let mut np = 0;
-        let mut covered = 0;
-        gbuf.raw_range(at, n, |p, k| {
-            if np < IOV_LIMIT {
-                pieces[np] = (p, k);
-                np += 1;
-                covered += k;
+        let want = room.min(self.guesses.len());
+        let mut g = 0;
+        while g < want {
+            let Some((gbuf, at, n)) = engine.guess_rdata_nth(g) else {
+                break;
+            };
+            if head + n > self.slot_bytes {
+                break;
             }
-        });
-        if covered != n {
+            let mut guess = Guess {
+                buf: gbuf,
+                at,
+                n,
+                ..NO_GUESS
+            };
+            let mut covered = 0;
+            gbuf.raw_range(at, n, |p, k| {
+                if guess.np < IOV_LIMIT {
+                    guess.pieces[guess.np] = (p, k);
+                    guess.np += 1;
+                    covered += k;
+                }
+            });
+            if covered != n {
+                break;
+            }
+            self.guesses[g] = guess;
+            g += 1;
+        }
+        if g == 0 {
             return None;
         }
-        let slot0 = self.rx_buf.as_mut_ptr();
-        scatter_iovs(&mut self.guess_iov, slot0, head, &pieces[..np]);
-        self.guess_iov[1 + np] = libc::iovec {
-            // SAFETY: head + n <= slot_bytes (checked above): inside slot 0.
-            iov_base: unsafe { slot0.add(head + n) }.cast(),
-            iov_len: self.slot_bytes - head - n,
+        let base = self.rx_buf.as_mut_ptr();
+        let cmsg = self.rx_cmsg.as_mut_ptr();
+        for i in 0..g {
+            let q = &self.guesses[i];
+            // SAFETY: i < batch: slot i lies inside rx_buf.
+            let slot = unsafe { base.add(i * self.slot_bytes) };
+            let iovs = &mut self.guess_iov[i * GUESS_IOVS..(i + 1) * GUESS_IOVS];
+            scatter_iovs(iovs, slot, head, &q.pieces[..q.np]);
+            iovs[1 + q.np] = libc::iovec {
+                // SAFETY: head + n <= slot_bytes (checked above): inside slot i.
+                iov_base: unsafe { slot.add(head + q.n) }.cast(),
+                iov_len: self.slot_bytes - head - q.n,
+            };
+            let h = &mut self.rx_hdr[i];
+            h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+            h.msg_hdr.msg_flags = 0;
+            // SAFETY: i * CMSG_BYTES / 8 + CMSG_BYTES / 8 <= rx_cmsg.len().
+            h.msg_hdr.msg_control = unsafe { cmsg.add(i * CMSG_BYTES / 8) }.cast();
+            h.msg_hdr.msg_controllen = CMSG_BYTES as _;
+            h.msg_hdr.msg_iov = iovs.as_mut_ptr();
+            h.msg_hdr.msg_iovlen = (2 + q.np) as _;
+            h.msg_len = 0;
+        }
+        // SAFETY: the first g headers point at our own address, control and
+        // slot buffers and at pieces of live application receive buffers the
+        // engine named (raw_range) and still holds: it handles no input before
+        // these datagrams are dealt with.
+        let r = unsafe {
+            sys_recvmmsg(
+                self.socks[0].as_raw_fd(),
+                self.rx_hdr.as_mut_ptr(),
+                g as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
         };
-        self.reset_rx_hdr0();
-        let h = &mut self.rx_hdr[0].msg_hdr;
-        h.msg_iov = self.guess_iov.as_mut_ptr();
-        h.msg_iovlen = (2 + np) as _;
-        // SAFETY: the header points at our own address, control and slot-0
-        // buffers and at pieces of a live application receive buffer the
-        // engine named (raw_range) and still holds: it handles no input
-        // before this datagram is dealt with.
-        let r = unsafe { libc::recvmsg(self.socks[0].as_raw_fd(), h, libc::MSG_DONTWAIT) };
         self.stats.syscalls += 1;
-        let h = &mut self.rx_hdr[0].msg_hdr;
-        h.msg_iov = &mut self.rx_iov[0];
-        h.msg_iovlen = 1;
-        if r < 0 {
-            return Some(false);
+        for i in 0..g {
+            let h = &mut self.rx_hdr[i].msg_hdr;
+            h.msg_iov = &mut self.rx_iov[i];
+            h.msg_iovlen = 1;
         }
-        if h.msg_flags & libc::MSG_TRUNC != 0 {
-            // Longer than a slot: dropped (what it wrote into the range is
-            // overwritten by the real data later).
-            self.stats.rx_truncated += 1;
-            return Some(true);
+        if r <= 0 {
+            return Some((0, true));
         }
-        let dlen = r as usize;
-        let from = SocketAddr::V4(addr::from_c(&self.rx_addr[0]));
+        let r = r as usize;
         let mono = clock::now_ns();
         let real_to_mono = i128::from(mono) - i128::from(clock::realtime_ns());
-        let when = self.arrival(0, mono, real_to_mono);
-        if dlen <= head {
-            // All of it in slot 0 (an ACK, a CTS, ...).
-            engine.handle_datagram(when, from, &self.rx_buf[..dlen]);
-            return Some(true);
+        let mut broken = false;
+        for i in 0..r {
+            let h = &self.rx_hdr[i];
+            let dlen = (h.msg_len as usize).min(self.slot_bytes);
+            let trunc = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            let from = SocketAddr::V4(addr::from_c(&self.rx_addr[i]));
+            let start = i * self.slot_bytes;
+            if !broken && !trunc && dlen > head {
+                let q = self.guesses[i];
+                let payload = dlen - head;
+                let (mut named, mut hit) = (false, false);
+                let said =
+                    engine.place_with(from, &self.rx_buf[start..start + dlen], &mut |b, off, k| {
+                        named = true;
+                        hit = std::ptr::eq(b, q.buf) && off == q.at && k == payload;
+                    });
+                if hit && said == Some(head) {
+                    self.stats.rx_placed += 1;
+                    self.stats.rx_guessed += 1;
+                    let when = self.arrival(i, mono, real_to_mono);
+                    engine.handle_placed(when, from, &self.rx_buf[start..start + dlen]);
+                    continue;
+                }
+                if named {
+                    // Placeable data, but not the piece guessed (another
+                    // message's, a resend, a reordered one): the stream is
+                    // not in order now.
+                    self.stats.rx_guess_missed += 1;
+                    self.guess_cooldown = GUESS_COOLDOWN;
+                }
+            }
+            if !broken {
+                broken = true;
+                for j in i..r {
+                    self.take_back(j, head);
+                }
+            }
+            if trunc {
+                // Longer than a slot: dropped (what it wrote into its range
+                // was moved out, and the real data overwrites it later).
+                self.stats.rx_truncated += 1;
+                continue;
+            }
+            let when = self.arrival(i, mono, real_to_mono);
+            engine.handle_datagram(when, from, &self.rx_buf[start..start + dlen]);
         }
-        let payload = dlen - head;
-        let (mut named, mut hit) = (false, false);
-        let said = engine.place_with(from, &self.rx_buf[..dlen], &mut |b, off, k| {
-            named = true;
-            hit = std::ptr::eq(b, gptr) && off == at && k == payload;
-        });
-        if hit && said == Some(head) {
-            self.stats.rx_placed += 1;
-            self.stats.rx_guessed += 1;
-            engine.handle_placed(when, from, &self.rx_buf[..dlen]);
-            return Some(true);
-        }
-        // Not that piece: put the datagram back together behind its headers.
+        Some((r, r < g))
+    }
+
+    /// Slot `j` of a batch of guessed receives put back together: the payload
+    /// bytes that landed in its guessed range moved behind its headers (the
+    /// range was unwritten before, and nothing has been handled since).
+    fn take_back(&mut self, j: usize, head: usize) {
+        let dlen = (self.rx_hdr[j].msg_len as usize).min(self.slot_bytes);
+        let payload = dlen.saturating_sub(head);
+        let q = self.guesses[j];
+        // SAFETY: j < batch: slot j lies inside rx_buf.
+        let slot = unsafe { self.rx_buf.as_mut_ptr().add(j * self.slot_bytes) };
         let mut done = 0;
-        for &(p, k) in &pieces[..np] {
-            let take = k.min(payload - done);
-            // SAFETY: (p, k) is a piece of the live receive buffer named above
-            // (the kernel wrote `take` bytes of this datagram there); the
-            // destination lies in slot 0 before head + n <= slot_bytes.
-            unsafe { std::ptr::copy_nonoverlapping(p, slot0.add(head + done), take) };
-            done += take;
+        for &(p, k) in &q.pieces[..q.np] {
             if done == payload {
                 break;
             }
+            let take = k.min(payload - done);
+            // SAFETY: (p, k) is a piece of the live receive buffer the engine
+            // named for this guess (the kernel wrote `take` bytes of this
+            // datagram there); the destination lies in slot j before
+            // head + n <= slot_bytes.
+            unsafe { std::ptr::copy_nonoverlapping(p, slot.add(head + done), take) };
+            done += take;
         }
-        if named {
-            // Placeable data, but not the piece guessed (another message's,
-            // a resend, a reordered one): the stream is not in order now.
-            self.stats.rx_guess_missed += 1;
-            self.guess_cooldown = GUESS_COOLDOWN;
-        }
-        engine.handle_datagram(when, from, &self.rx_buf[..dlen]);
-        Some(true)
     }
 
     /// Send everything the engine has (and what an earlier flush could not send).

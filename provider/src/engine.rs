@@ -171,7 +171,17 @@ impl<B: UserBuf> Engine<B> {
     /// the headers and `handle_datagram` (the range was unwritten, so nothing
     /// is lost).
     pub fn guess_rdata(&self) -> Option<(&B, usize, usize)> {
-        let (_, b, at, n) = self.msg.guess_rdata()?;
+        self.guess_rdata_nth(0)
+    }
+
+    /// Like `guess_rdata`, for the `k`-th datagram after that one, within the
+    /// same message (None past its end): a driver may receive up to `k + 1`
+    /// datagrams in one call, each into its guessed place, and confirm them in
+    /// order with `place_with`. Once one is not what was guessed, each later
+    /// one must be moved out of its guessed place before anything is handled
+    /// (its bytes sit where a datagram handled earlier may belong).
+    pub fn guess_rdata_nth(&self, k: usize) -> Option<(&B, usize, usize)> {
+        let (_, b, at, n) = self.msg.guess_rdata_nth(k)?;
         Some((b, at, n))
     }
 

@@ -279,11 +279,23 @@ impl<B: UserBuf> MsgLayer<B> {
     /// payload there directly and check with `place_target` that it was this
     /// piece (else it moves it).
     pub fn guess_rdata(&self) -> Option<(PeerId, &B, usize, usize)> {
+        self.guess_rdata_nth(0)
+    }
+
+    /// The `k`-th datagram's place after the one `guess_rdata` names (`k` = 0:
+    /// that one), one datagram's worth each, within the same message (the
+    /// message `guess_rdata` names): what an in-order stream sends next,
+    /// `k + 1` datagrams ahead. None past that message's end. All of them
+    /// are still unwritten, so a driver may receive several datagrams at once
+    /// into their guessed places (see `Engine::guess_rdata_nth`).
+    pub fn guess_rdata_nth(&self, k: usize) -> Option<(PeerId, &B, usize, usize)> {
         let (id, peer, seq) = self.last_rdata.filter(|_| self.last_rdata_in_order)?;
         if self.last_rdata_len == 0 {
             return None;
         }
-        let guess = |id: usize, seq: u32| {
+        let skip = k.checked_mul(self.last_rdata_len)?;
+        // (receive id, base, end, highest byte arrived) of a matched rendezvous message.
+        let span = |id: usize, seq: u32| {
             let rec = self
                 .ins
                 .get(id)
@@ -291,17 +303,20 @@ impl<B: UserBuf> MsgLayer<B> {
             let recv::Target::Recv { id: rid, base, cap } = rec.target else {
                 return None;
             };
-            let end = rec.expect_bytes.min(cap);
-            let hi = rec.rdata_hi_bytes;
-            if hi >= end {
-                return None;
-            }
-            let e = self.recvs.get(rid)?;
-            let n = self.last_rdata_len.min(end - hi);
-            (base + hi + n <= e.op.buf.len()).then_some((peer, &e.op.buf, base + hi, n))
+            Some((rid, base, rec.expect_bytes.min(cap), rec.rdata_hi_bytes))
         };
-        if let Some(g) = guess(id, seq) {
-            return Some(g);
+        let place = |(rid, base, end, hi): (usize, usize, usize, usize)| {
+            let at = hi.checked_add(skip).filter(|&a| a < end)?;
+            let e = self.recvs.get(rid)?;
+            let n = self.last_rdata_len.min(end - at);
+            (base + at + n <= e.op.buf.len()).then_some((peer, &e.op.buf, base + at, n))
+        };
+        match span(id, seq) {
+            // Data still to come: its k-th piece (None past its end).
+            Some(sp) if sp.3 < sp.2 => return place(sp),
+            Some(_) => {}
+            None if k > 0 => return None,
+            None => {}
         }
         // That message is done (or its data all came): the next one's start.
         let next = seq.wrapping_add(1);
@@ -310,7 +325,7 @@ impl<B: UserBuf> MsgLayer<B> {
             r.arrived_bytes == 0 && r.expect_bytes != usize::MAX && r.expect_bytes > 0
         });
         if fresh {
-            guess(nid, next)
+            span(nid, next).and_then(place)
         } else {
             None
         }
