@@ -338,14 +338,8 @@ impl Io {
         } else {
             self.batch
         };
-        let cmsg = self.rx_cmsg.as_mut_ptr();
-        for (i, h) in self.rx_hdr[..vlen].iter_mut().enumerate() {
-            h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-            h.msg_hdr.msg_flags = 0;
-            // SAFETY: i * CMSG_BYTES / 8 + CMSG_BYTES / 8 <= rx_cmsg.len().
-            h.msg_hdr.msg_control = unsafe { cmsg.add(i * CMSG_BYTES / 8) }.cast();
-            h.msg_hdr.msg_controllen = CMSG_BYTES as _;
-            h.msg_len = 0;
+        for i in 0..vlen {
+            self.reset_rx_hdr(i);
         }
         // SAFETY: rx_hdr holds `batch` headers whose name/iov pointers refer to our
         // own live buffers of the stated sizes.
@@ -485,7 +479,7 @@ impl Io {
             }
             let placed = hdr > 0 && hdr < dlen;
             // The real receive, through slot 0's header (timestamp control included).
-            self.reset_rx_hdr0();
+            self.reset_rx_hdr(0);
             if placed {
                 scatter_iovs(&mut self.place_iov, slot0, hdr, &pieces[..np]);
                 let h = &mut self.rx_hdr[0].msg_hdr;
@@ -525,14 +519,17 @@ impl Io {
         got
     }
 
-    /// Slot 0's receive header ready for one `recvmsg` (address, flags and
-    /// timestamp control; the caller sets the iovecs).
-    fn reset_rx_hdr0(&mut self) {
-        let h = &mut self.rx_hdr[0].msg_hdr;
-        h.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-        h.msg_flags = 0;
-        h.msg_control = self.rx_cmsg.as_mut_ptr().cast();
-        h.msg_controllen = CMSG_BYTES as _;
+    /// Slot `i`'s receive header ready for a receive (address, flags,
+    /// timestamp control, length; the iovecs are the caller's).
+    fn reset_rx_hdr(&mut self, i: usize) {
+        let cmsg = self.rx_cmsg.as_mut_ptr();
+        let h = &mut self.rx_hdr[i];
+        h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+        h.msg_hdr.msg_flags = 0;
+        // SAFETY: i < batch, so i * CMSG_BYTES / 8 + CMSG_BYTES / 8 <= rx_cmsg.len().
+        h.msg_hdr.msg_control = unsafe { cmsg.add(i * CMSG_BYTES / 8) }.cast();
+        h.msg_hdr.msg_controllen = CMSG_BYTES as _;
+        h.msg_len = 0;
     }
 
     /// Receives straight into where `Engine::guess_rdata_nth` expects the
@@ -581,8 +578,8 @@ impl Io {
             return None;
         }
         let base = self.rx_buf.as_mut_ptr();
-        let cmsg = self.rx_cmsg.as_mut_ptr();
         for i in 0..g {
+            self.reset_rx_hdr(i);
             let q = &self.guesses[i];
             // SAFETY: i < batch: slot i lies inside rx_buf.
             let slot = unsafe { base.add(i * self.slot_bytes) };
@@ -593,15 +590,9 @@ impl Io {
                 iov_base: unsafe { slot.add(head + q.n) }.cast(),
                 iov_len: self.slot_bytes - head - q.n,
             };
-            let h = &mut self.rx_hdr[i];
-            h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-            h.msg_hdr.msg_flags = 0;
-            // SAFETY: i * CMSG_BYTES / 8 + CMSG_BYTES / 8 <= rx_cmsg.len().
-            h.msg_hdr.msg_control = unsafe { cmsg.add(i * CMSG_BYTES / 8) }.cast();
-            h.msg_hdr.msg_controllen = CMSG_BYTES as _;
-            h.msg_hdr.msg_iov = iovs.as_mut_ptr();
-            h.msg_hdr.msg_iovlen = (2 + q.np) as _;
-            h.msg_len = 0;
+            let h = &mut self.rx_hdr[i].msg_hdr;
+            h.msg_iov = iovs.as_mut_ptr();
+            h.msg_iovlen = (2 + q.np) as _;
         }
         // SAFETY: the first g headers point at our own address, control and
         // slot buffers and at pieces of live application receive buffers the
