@@ -6,6 +6,8 @@
 //! arrived, truncation, a send buffer overwritten the moment its send completes,
 //! and the endpoint counters (`FI_SPRAY_STATS`) showing the direct paths were
 //! taken — with `FI_SPRAY_RX_PLACE=0` (in a child process) they must not be.
+//! And a receiver draining a window of such data acknowledges between receive
+//! rounds, not only once the socket ran dry.
 
 mod common;
 use common::fab::*;
@@ -382,6 +384,156 @@ fn placement_off_still_delivers() {
         .expect("run child");
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "child failed:\n{text}"
+    );
+}
+
+/// The fd of this process's UDP socket bound to `sa` (an endpoint's main socket).
+fn socket_fd_of(sa: &libc::sockaddr_in) -> i32 {
+    for e in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
+        let Ok(fd) = e
+            .expect("fd entry")
+            .file_name()
+            .to_string_lossy()
+            .parse::<i32>()
+        else {
+            continue;
+        };
+        // SAFETY (test): getsockname on one of our own fds into a local sockaddr.
+        let mut got: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc =
+            unsafe { libc::getsockname(fd, (&mut got as *mut libc::sockaddr_in).cast(), &mut len) };
+        if rc == 0
+            && got.sin_family == libc::AF_INET as libc::sa_family_t
+            && got.sin_port == sa.sin_port
+            && got.sin_addr.s_addr == sa.sin_addr.s_addr
+        {
+            return fd;
+        }
+    }
+    panic!("no socket bound to port {}", u16::from_be(sa.sin_port));
+}
+
+/// Take every datagram waiting at (non-blocking) `fd`; returns how many.
+fn take_all(fd: i32) -> usize {
+    let mut buf = vec![0u8; 65536];
+    let mut n = 0;
+    // SAFETY (test): recv into our own buffer; the socket is non-blocking.
+    while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) } >= 0 {
+        n += 1;
+        assert!(n < 10_000, "socket never ran dry");
+    }
+    n
+}
+
+/// Run both endpoints until one send and one receive completed.
+fn finish(p: &Pair) {
+    let mut e = [sys::fi_cq_tagged_entry::default(); 1];
+    let (mut sent, mut got) = (false, false);
+    let t = Instant::now();
+    while !(sent && got) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "sent {sent} received {got}"
+        );
+        match cq_read(p.cq[0], &mut e) {
+            1 => sent = true,
+            EAGAIN => {}
+            r => panic!("send: fi_cq_read {r}"),
+        }
+        match cq_read(p.cq[1], &mut e) {
+            1 => got = true,
+            EAGAIN => {}
+            r => panic!("receive: fi_cq_read {r}"),
+        }
+    }
+}
+
+fn drain_acks_child() {
+    // No assist thread: it would progress the receiver behind our back.
+    std::env::set_var("FI_SPRAY_ASSIST_US", "0");
+    std::env::set_var("FI_SPRAY_RX_PLACE", "1");
+    let p = Pair::new();
+    let sender_fd = socket_fd_of(&getname(p.ep[0]));
+    const LEN: usize = 8 << 20;
+    let mut rx = Scattered::new(LEN, &[100], 0);
+    let mut tx = Scattered::new(LEN, &[100], 0);
+    // A first message opens the sender's window (credit, rate and RTT known).
+    tx.write(&pattern(6, LEN));
+    p.trecvv(&mut rx, 5, 1);
+    p.tsendv(&mut tx, 5, 1);
+    finish(&p);
+    assert!(
+        rx.data() == pattern(6, LEN),
+        "first message: received bytes differ"
+    );
+    tx.write(&pattern(7, LEN));
+    p.trecvv(&mut rx, 5, 1);
+    p.tsendv(&mut tx, 5, 1);
+    let mut e = [sys::fi_cq_tagged_entry::default(); 1];
+    // Loopback delivers inside the sender's sendmmsg, so each call below sees
+    // everything the other side sent before it: RTS out, RTS in and CTS out,
+    // then the sender sends as much as its window allows (for 2 ms: pacing
+    // may spread it) and stops.
+    assert_eq!(cq_read(p.cq[0], &mut e), EAGAIN);
+    assert_eq!(cq_read(p.cq[1], &mut e), EAGAIN);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(2) {
+        assert_eq!(cq_read(p.cq[0], &mut e), EAGAIN);
+    }
+    let stray = take_all(sender_fd);
+    if std::env::var("DBG").is_ok() {
+        let rfd = socket_fd_of(&getname(p.ep[1]));
+        panic!(
+            "receiver socket holds {}, sender had {stray}",
+            take_all(rfd)
+        );
+    }
+    // One receive progress drains the window from the socket: the acks due
+    // while it does (one every `ack_every` = 16 datagrams) must leave during
+    // the drain, not once after it.
+    assert_eq!(cq_read(p.cq[1], &mut e), EAGAIN);
+    let acks = take_all(sender_fd);
+    println!("{acks} datagrams reached the sender during one receive drain ({stray} before)");
+    assert!(
+        acks >= 2,
+        "one receive progress call sent {acks} ack(s) while draining a window of data"
+    );
+    // The acks taken above count as lost; later ones cover them.
+    finish(&p);
+    assert!(
+        rx.data() == pattern(7, LEN),
+        "second message: received bytes differ"
+    );
+    p.close();
+}
+
+/// A receiver draining a window of rendezvous data acknowledges as it goes, so
+/// a window-limited sender refills the pipe while the receiver copies (in a
+/// child process: it turns the assist thread off, a process-wide knob).
+#[test]
+fn a_long_drain_acknowledges_as_it_goes() {
+    if std::env::var("SPRAY_ZC_CHILD").is_ok() {
+        drain_acks_child();
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "a_long_drain_acknowledges_as_it_goes",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SPRAY_ZC_CHILD", "1")
+        .output()
+        .expect("run child");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    println!("{text}");
     assert!(
         out.status.success() && text.contains("1 passed"),
         "child failed:\n{text}"

@@ -418,14 +418,17 @@ impl Io {
     /// headers: rendezvous data for a matched receive goes straight into the
     /// application's buffer (2 syscalls per datagram instead of a copy of up to
     /// 64 KiB), everything else through slot 0 and `handle_datagram`. Returns how
-    /// many arrived. Worth it only while `engine.expects_rdata()`.
-    pub fn recv_placed(&mut self, engine: &mut Engine<FfiBuf>) -> usize {
+    /// many arrived (at most `max`, and at most the batch size); as after
+    /// `recv_at`, `rx_may_have_more` tells whether the socket may hold more.
+    /// Worth it only while `engine.expects_rdata()`.
+    pub fn recv_placed(&mut self, engine: &mut Engine<FfiBuf>, max: usize) -> usize {
         let head = Engine::<FfiBuf>::PLACE_HEAD_LEN;
         let fd = self.socks[0].as_raw_fd();
+        let want = max.clamp(1, self.batch);
         let mut got = 0;
-        while got < self.batch {
+        while got < want {
             if self.guess_cooldown == 0 {
-                if let Some((n, drained)) = self.recv_guessed(engine, self.batch - got) {
+                if let Some((n, drained)) = self.recv_guessed(engine, want - got) {
                     got += n;
                     if drained {
                         break;
@@ -516,6 +519,8 @@ impl Io {
         }
         self.stats.rx_packets += got as u64;
         self.rx_last = got;
+        // Every way out of the loop but a full count found the socket empty.
+        self.rx_full = got == want;
         got
     }
 
