@@ -76,12 +76,26 @@ pub trait Datagrams {
         token: u64,
         head_len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
-        body_key: u64,
-        body_len: usize,
+        body: Deferred,
     ) -> Result<(), SendError> {
-        let _ = (peer, token, head_len, fill, body_key, body_len);
+        let _ = (peer, token, head_len, fill, body);
         Err(SendError::TooLarge)
     }
+}
+
+/// The part of a datagram the layer above supplies at each transmission
+/// (`Datagrams::send_with_body`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deferred {
+    /// The layer above's key for it (asked back with the datagram's token).
+    pub key: u64,
+    /// Length, bytes (0 = none: the datagram is all in its buffer).
+    pub len: usize,
+    /// Leaving as the last datagram queued for its peer, it asks the receiver
+    /// to acknowledge at once rather than after its ack delay: a transfer that
+    /// completes on that ack and has no reply to carry it (rendezvous data,
+    /// RMA writes).
+    pub ack_at_once: bool,
 }
 
 /// A datagram's body the layer above must supply (see `Datagrams::send_with_body`).

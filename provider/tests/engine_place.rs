@@ -549,6 +549,102 @@ fn zero_copy_paths_deliver_exactly_under_loss_and_reordering() {
     );
 }
 
+/// Eager messages (one to five datagrams of up to 16 000 bytes) whose sends
+/// complete on their acks (`delivery_complete`, the FFI's default) or once
+/// handed down (FI_INJECT_COMPLETE); each send buffer is scribbled over the
+/// moment its send completes. Returns the packets sent from a send buffer.
+fn run_eager(seed: u64, loss: f64, delivery_complete: bool) -> u64 {
+    let sizes = [2_100usize, 9_000, 16_001, 45_000, 65_536, 1_000, 30_000];
+    let mut sim = net(seed, loss);
+    let p1 = sim.nodes[0].e.peer(addr(1));
+    for (i, &n) in sizes.iter().enumerate() {
+        let op = RecvOp {
+            src: None,
+            buf: Shared::new(vec![FILL; n + 8]),
+            tag: Some((i as u64, 0)),
+            context: i as u64,
+            flags: RecvFlags::default(),
+            report: true,
+        };
+        sim.nodes[1].e.post_recv(op).expect("post recv");
+    }
+    for (i, &n) in sizes.iter().enumerate() {
+        let op = SendOp {
+            peer: p1,
+            buf: Shared::new(content(i as u64, n)),
+            tag: Some(i as u64),
+            data: None,
+            context: 100 + i as u64,
+            report: true,
+            delivery_complete,
+        };
+        sim.nodes[0].e.post_send(op).expect("post send");
+    }
+    let n = sizes.len();
+    let mut done = [Vec::new(), Vec::new()];
+    let limit = sim.now + Duration::from_secs(60);
+    loop {
+        while let Some(c) = sim.nodes[0].e.poll_completion() {
+            assert!(c.error.is_none(), "seed {seed}: send error {c:?}");
+            if let Some(b) = &c.buf {
+                b.fill(0xEE);
+            }
+            done[0].push(c);
+        }
+        while let Some(c) = sim.nodes[1].e.poll_completion() {
+            done[1].push(c);
+        }
+        if done[0].len() == n && done[1].len() == n {
+            break;
+        }
+        assert!(
+            sim.step(limit),
+            "seed {seed} loss {loss}: {}/{n} sends, {}/{n} receives by {:?}",
+            done[0].len(),
+            done[1].len(),
+            sim.now
+        );
+    }
+    let _ = drive(&mut sim, &mut done, [usize::MAX, usize::MAX]);
+    for c in &done[1] {
+        let i = c.context as usize;
+        assert!(c.error.is_none(), "seed {seed}: receive {i}: {c:?}");
+        assert_eq!(c.len, sizes[i], "seed {seed}: receive {i} length");
+        let got = c.buf.as_ref().expect("receive buffer back").bytes();
+        let want = content(i as u64, sizes[i]);
+        assert!(
+            got[..sizes[i]] == want[..],
+            "seed {seed} loss {loss} delivery_complete {delivery_complete}: \
+             message {i} ({} B) differs at byte {:?}",
+            sizes[i],
+            got.iter().zip(&want).position(|(a, b)| a != b)
+        );
+        assert!(got[sizes[i]..].iter().all(|&x| x == FILL));
+    }
+    sim.nodes[0].bodies
+}
+
+/// Eager data leaves straight from the send buffer when the send waits for its
+/// acks anyway, and exactly, under loss, duplication and reordering (a resend
+/// reads the buffer again); a send that completes once handed down is copied.
+#[test]
+fn eager_data_leaves_from_the_send_buffer_when_the_send_waits_for_acks() {
+    for seed in 1..=4u64 {
+        for &loss in &[0.0, 0.03] {
+            let bodies = run_eager(seed, loss, true);
+            assert!(
+                bodies >= 10,
+                "seed {seed} loss {loss}: only {bodies} eager packets sent from the send buffer"
+            );
+            let bodies = run_eager(seed, loss, false);
+            assert_eq!(
+                bodies, 0,
+                "seed {seed} loss {loss}: a send completing once handed down was not copied"
+            );
+        }
+    }
+}
+
 /// RMA writes and reads of several sizes under loss: write segments after the
 /// first land straight in the target's region, read responses straight in the
 /// initiator's buffer, write sources leave from the initiator's buffer.

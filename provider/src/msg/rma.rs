@@ -15,7 +15,7 @@ use super::send::Step;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
-use crate::dgram::{Datagrams, FailReason, PeerId, SendError};
+use crate::dgram::{Datagrams, Deferred, FailReason, PeerId, SendError};
 use crate::wire::msg::{
     AtomicSub, MsgType, Repr, RmaSub, ATOMIC_COMPARE, ATOMIC_FETCH, ATOMIC_SUB_LEN, HEADER_LEN,
     RMA_SUB_LEN,
@@ -269,8 +269,11 @@ impl<B: UserBuf> MsgLayer<B> {
                                     (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
                                 }
                             },
-                            off as u64,
-                            n,
+                            Deferred {
+                                key: off as u64,
+                                len: n,
+                                ack_at_once: true,
+                            },
                         )
                         .map(|()| n)
                     } else {

@@ -6,7 +6,7 @@ use super::peer::Ctrl;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
-use crate::dgram::{Datagrams, FailReason, PeerId, SendError};
+use crate::dgram::{Datagrams, Deferred, FailReason, PeerId, SendError};
 use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
 
 /// Token bit marking control datagrams (CTS, credit); their events are ignored
@@ -19,8 +19,9 @@ pub(crate) const TOKEN_ZERO_GRANT: u64 = 1 << 40;
 /// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
 pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
 
-/// Rendezvous segments at least this long are sent with a deferred body
-/// (`Datagrams::send_with_body`) instead of being copied when queued, bytes.
+/// Segments at least this long are sent with a deferred body
+/// (`Datagrams::send_with_body`) instead of being copied when queued, bytes:
+/// rendezvous data, and eager data of a send that completes on its acks.
 pub(crate) const DEFER_MIN_BYTES: usize = 2048;
 
 /// How a message travels.
@@ -238,10 +239,14 @@ impl<B: UserBuf> MsgLayer<B> {
             data: m.op.data,
         };
         let buf = &m.op.buf;
-        // Rendezvous data leaves straight from the application's buffer (it stays
-        // valid until the send completes, which then waits for every ack); small
-        // segments are cheaper to copy once than to describe.
-        let defer = ty == MsgType::RData && n >= DEFER_MIN_BYTES && dg.supports_body();
+        // Data leaves straight from the application's buffer, which stays valid
+        // until the send completes, and the send then waits for every ack:
+        // rendezvous data always, eager data when the send completes on its acks
+        // anyway (not FI_INJECT_COMPLETE: that one completes once handed down,
+        // from its copy). Small segments are cheaper to copy once than to describe.
+        let defer = (ty == MsgType::RData || (ty == MsgType::Data && m.op.delivery_complete))
+            && n >= DEFER_MIN_BYTES
+            && dg.supports_body();
         let r = if defer {
             m.deferred = true;
             dg.send_with_body(
@@ -251,8 +256,14 @@ impl<B: UserBuf> MsgLayer<B> {
                 &mut |b: &mut [u8]| {
                     repr.emit_into(b);
                 },
-                off as u64,
-                n,
+                Deferred {
+                    key: off as u64,
+                    len: n,
+                    // Rendezvous data has no reply to carry its ack. An eager
+                    // message's ack waits as that of a copied one does: for a
+                    // reply (a ping-pong) or the receiver's ack delay.
+                    ack_at_once: ty == MsgType::RData,
+                },
             )
         } else {
             dg.send(p, token, HEADER_LEN + n, &mut |b: &mut [u8]| {
@@ -386,7 +397,7 @@ impl<B: UserBuf> MsgLayer<B> {
         let m = self
             .outs
             .get(id)
-            .filter(|m| token & TOKEN_CTRL == 0 && m.seq == seq && m.proto == Proto::Rndv)?;
+            .filter(|m| token & TOKEN_CTRL == 0 && m.seq == seq && m.proto != Proto::Unstarted)?;
         let off = usize::try_from(key).ok()?;
         (off.checked_add(len)? <= m.op.buf.len()).then_some((&m.op.buf, off))
     }

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use crate::hash::FastMap;
 
 use crate::config::Config;
-use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId, SendError};
+use crate::dgram::{Datagrams, Deferred, DgramEvent, FailReason, PeerId, SendError};
 use crate::time::Instant;
 use crate::wire::srd::{CREDIT_UNLIMITED, HEADER_LEN};
 
@@ -336,7 +336,7 @@ impl Datagrams for Srd {
         len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), SendError> {
-        self.queue(peer, token, len, fill, 0, 0)
+        self.queue(peer, token, len, fill, Deferred::default())
     }
 
     fn supports_body(&self) -> bool {
@@ -349,26 +349,24 @@ impl Datagrams for Srd {
         token: u64,
         head_len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
-        body_key: u64,
-        body_len: usize,
+        body: Deferred,
     ) -> Result<(), SendError> {
-        self.queue(peer, token, head_len, fill, body_key, body_len)
+        self.queue(peer, token, head_len, fill, body)
     }
 }
 
 impl Srd {
-    /// Queue a datagram: `head_len` bytes from `fill` now, `body_len` more supplied
-    /// at each transmission (see `Datagrams::send_with_body`).
+    /// Queue a datagram: `head_len` bytes from `fill` now, `body` supplied at
+    /// each transmission (see `Datagrams::send_with_body`).
     fn queue(
         &mut self,
         peer: PeerId,
         token: u64,
         head_len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
-        body_key: u64,
-        body_len: usize,
+        body: Deferred,
     ) -> Result<(), SendError> {
-        let len = head_len.saturating_add(body_len);
+        let len = head_len.saturating_add(body.len);
         if len > self.p.max_payload {
             return Err(SendError::TooLarge);
         }
@@ -394,8 +392,9 @@ impl Srd {
         slot.token = token;
         slot.buf = buf;
         slot.len = len;
-        slot.body_len = body_len;
-        slot.body_key = body_key;
+        slot.body_len = body.len;
+        slot.body_key = body.key;
+        slot.ack_at_once = body.ack_at_once;
         slot.sends = 0;
         peer.tx.next_psn = psn.wrapping_add(1);
         self.queued_total += 1;

@@ -365,10 +365,11 @@ impl Peer {
     ) -> Transmit {
         let mut h = self.header(ctx, PacketType::Data, path);
         h.flags = fl;
-        if self.tx.slot(psn).body_len > 0 && self.tx.next_send == self.tx.next_psn {
-            // The last queued piece of a message sent from the application's
-            // buffer: that send completes on this ack, so it must not wait for
-            // the receiver's delayed-ack timer.
+        if self.tx.slot(psn).ack_at_once && self.tx.next_send == self.tx.next_psn {
+            // The last queued piece of a transfer sent from the application's
+            // buffer that asked for it (rendezvous data, an RMA write): that
+            // transfer completes on this ack and no reply will carry it, so it
+            // must not wait for the receiver's delayed-ack timer.
             h.flags |= flags::ACK_NOW;
         }
         h.psn = psn;

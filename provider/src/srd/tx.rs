@@ -37,6 +37,9 @@ pub struct Slot {
     pub body_len: usize,
     /// The layer above's key for that body (opaque here).
     pub body_key: u64,
+    /// Sent as the last datagram queued, it asks for an ack at once
+    /// (`Datagrams::send_with_body`).
+    pub ack_at_once: bool,
     /// When the latest transmission left.
     pub sent: Instant,
     /// Path of the latest transmission.
@@ -67,6 +70,7 @@ impl Slot {
             len: 0,
             body_len: 0,
             body_key: 0,
+            ack_at_once: false,
             sent: Instant::ZERO,
             path: 0,
             pseq: 0,
