@@ -371,19 +371,21 @@ fn placement_off_still_delivers() {
         assert!(data > 0);
         return;
     }
+    in_child("placement_off_still_delivers");
+}
+
+/// Run test `name` alone in a child process of this test binary (with
+/// `SPRAY_ZC_CHILD` set), for process-wide knobs; fail if it fails.
+fn in_child(name: &str) {
     let exe = std::env::current_exe().expect("test binary");
     let out = std::process::Command::new(exe)
-        .args([
-            "placement_off_still_delivers",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env("SPRAY_ZC_CHILD", "1")
         .output()
         .expect("run child");
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    println!("{text}");
     assert!(
         out.status.success() && text.contains("1 passed"),
         "child failed:\n{text}"
@@ -520,22 +522,5 @@ fn a_long_drain_acknowledges_as_it_goes() {
         drain_acks_child();
         return;
     }
-    let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args([
-            "a_long_drain_acknowledges_as_it_goes",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SPRAY_ZC_CHILD", "1")
-        .output()
-        .expect("run child");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "child failed:\n{text}"
-    );
+    in_child("a_long_drain_acknowledges_as_it_goes");
 }

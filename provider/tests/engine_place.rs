@@ -397,6 +397,44 @@ fn drive(
     }
 }
 
+/// Step until `n` sends and `n` receives completed, scribbling over every send
+/// buffer the moment its send completes (a retransmission after that would
+/// carry the scribble), then let late duplicates arrive: nothing may land
+/// after completion.
+fn scribbling_drive(
+    sim: &mut Sim<Placing>,
+    done: &mut [Vec<Completion<Shared>>; 2],
+    n: usize,
+    seed: u64,
+    loss: f64,
+) {
+    let limit = sim.now + Duration::from_secs(60);
+    loop {
+        while let Some(c) = sim.nodes[0].e.poll_completion() {
+            assert_eq!(c.kind, CompKind::Send);
+            assert!(c.error.is_none(), "seed {seed}: send error {c:?}");
+            if let Some(b) = &c.buf {
+                b.fill(0xEE);
+            }
+            done[0].push(c);
+        }
+        while let Some(c) = sim.nodes[1].e.poll_completion() {
+            done[1].push(c);
+        }
+        if done[0].len() == n && done[1].len() == n {
+            break;
+        }
+        assert!(
+            sim.step(limit),
+            "seed {seed} loss {loss}: {}/{n} sends, {}/{n} receives by {:?}",
+            done[0].len(),
+            done[1].len(),
+            sim.now
+        );
+    }
+    let _ = drive(sim, done, [usize::MAX, usize::MAX]);
+}
+
 /// Messages of rendezvous sizes, receives posted first or after the RTS
 /// arrived, receive buffers some too small (truncation); the senders scribble
 /// over each send buffer as soon as it completes.
@@ -447,35 +485,7 @@ fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> u64 {
         while sim.now < until && sim.step(until) {}
         post_recvs(&mut sim);
     }
-    let n = sizes.len();
-    // Step, scribbling over every send buffer the moment its send completes:
-    // a retransmission after that would carry the scribble.
-    let limit = sim.now + Duration::from_secs(60);
-    loop {
-        while let Some(c) = sim.nodes[0].e.poll_completion() {
-            assert_eq!(c.kind, CompKind::Send);
-            assert!(c.error.is_none(), "seed {seed}: send error {c:?}");
-            if let Some(b) = &c.buf {
-                b.fill(0xEE);
-            }
-            done[0].push(c);
-        }
-        while let Some(c) = sim.nodes[1].e.poll_completion() {
-            done[1].push(c);
-        }
-        if done[0].len() == n && done[1].len() == n {
-            break;
-        }
-        assert!(
-            sim.step(limit),
-            "seed {seed} loss {loss}: {}/{n} sends, {}/{n} receives by {:?}",
-            done[0].len(),
-            done[1].len(),
-            sim.now
-        );
-    }
-    // Let late duplicates arrive: nothing may land after completion.
-    let _ = drive(&mut sim, &mut done, [usize::MAX, usize::MAX]);
+    scribbling_drive(&mut sim, &mut done, sizes.len(), seed, loss);
     for c in &done[1] {
         let i = c.context as usize;
         let want = content(i as u64, sizes[i]);
@@ -580,32 +590,8 @@ fn run_eager(seed: u64, loss: f64, delivery_complete: bool) -> u64 {
         };
         sim.nodes[0].e.post_send(op).expect("post send");
     }
-    let n = sizes.len();
     let mut done = [Vec::new(), Vec::new()];
-    let limit = sim.now + Duration::from_secs(60);
-    loop {
-        while let Some(c) = sim.nodes[0].e.poll_completion() {
-            assert!(c.error.is_none(), "seed {seed}: send error {c:?}");
-            if let Some(b) = &c.buf {
-                b.fill(0xEE);
-            }
-            done[0].push(c);
-        }
-        while let Some(c) = sim.nodes[1].e.poll_completion() {
-            done[1].push(c);
-        }
-        if done[0].len() == n && done[1].len() == n {
-            break;
-        }
-        assert!(
-            sim.step(limit),
-            "seed {seed} loss {loss}: {}/{n} sends, {}/{n} receives by {:?}",
-            done[0].len(),
-            done[1].len(),
-            sim.now
-        );
-    }
-    let _ = drive(&mut sim, &mut done, [usize::MAX, usize::MAX]);
+    scribbling_drive(&mut sim, &mut done, sizes.len(), seed, loss);
     for c in &done[1] {
         let i = c.context as usize;
         assert!(c.error.is_none(), "seed {seed}: receive {i}: {c:?}");
