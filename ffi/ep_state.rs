@@ -540,8 +540,7 @@ impl EpState {
             // pipe only after we had copied all of it, and each side idled
             // while the other worked (MPICH 1 MiB bw: the receiver drained
             // about 37 datagrams between acks, the sender idled ~90 us each time).
-            // The rest of this call runs at the new reading (engine time never
-            // goes back).
+            // The rest of this call runs at this new reading.
             now = clock::now();
             run.stale = !run.io.flush(&mut run.engine, now);
         }

@@ -392,9 +392,7 @@ impl Srd {
         slot.token = token;
         slot.buf = buf;
         slot.len = len;
-        slot.body_len = body.len;
-        slot.body_key = body.key;
-        slot.ack_at_once = body.ack_at_once;
+        slot.body = body;
         slot.sends = 0;
         peer.tx.next_psn = psn.wrapping_add(1);
         self.queued_total += 1;

@@ -365,7 +365,7 @@ impl Peer {
     ) -> Transmit {
         let mut h = self.header(ctx, PacketType::Data, path);
         h.flags = fl;
-        if self.tx.slot(psn).ack_at_once && self.tx.next_send == self.tx.next_psn {
+        if self.tx.slot(psn).body.ack_at_once && self.tx.next_send == self.tx.next_psn {
             // The last queued piece of a transfer sent from the application's
             // buffer that asked for it (rendezvous data, an RMA write): that
             // transfer completes on this ack and no reply will carry it, so it
@@ -404,12 +404,12 @@ impl Peer {
         h.payload_len = len as u16;
         // `buf` holds at least max_datagram bytes and len <= max_payload. Only
         // the head is copied here; a deferred body is appended by the caller.
-        let head = len - slot.body_len;
-        let body = (slot.body_len > 0).then_some(crate::dgram::Body {
+        let head = len - slot.body.len;
+        let body = (slot.body.len > 0).then_some(crate::dgram::Body {
             peer: self.id,
             token: slot.token,
-            key: slot.body_key,
-            len: slot.body_len,
+            key: slot.body.key,
+            len: slot.body.len,
         });
         let total = HEADER_LEN + len;
         if h.emit(buf).is_ok() {

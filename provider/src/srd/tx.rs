@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use crate::dgram::Deferred;
 use crate::time::Instant;
 
 /// Send window in packets: PSNs `una..una+WINDOW` may be in use. Equal to the
@@ -32,14 +33,10 @@ pub struct Slot {
     pub buf: Vec<u8>,
     /// Payload length, bytes (head in `buf` plus the deferred body).
     pub len: usize,
-    /// Bytes at the end of the payload that are not in `buf`: the layer above
-    /// supplies them at each transmission (`Transmit::body`); 0 = all in `buf`.
-    pub body_len: usize,
-    /// The layer above's key for that body (opaque here).
-    pub body_key: u64,
-    /// Sent as the last datagram queued, it asks for an ack at once
-    /// (`Datagrams::send_with_body`).
-    pub ack_at_once: bool,
+    /// The end of the payload that is not in `buf`: the layer above supplies
+    /// it at each transmission (`Transmit::body`; length 0 = all in `buf`),
+    /// and whether its last piece asks for an ack at once.
+    pub body: Deferred,
     /// When the latest transmission left.
     pub sent: Instant,
     /// Path of the latest transmission.
@@ -68,9 +65,11 @@ impl Slot {
             token: 0,
             buf: Vec::new(),
             len: 0,
-            body_len: 0,
-            body_key: 0,
-            ack_at_once: false,
+            body: Deferred {
+                key: 0,
+                len: 0,
+                ack_at_once: false,
+            },
             sent: Instant::ZERO,
             path: 0,
             pseq: 0,
