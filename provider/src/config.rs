@@ -28,7 +28,9 @@ pub struct Config {
     /// Seed for every random choice the engine makes (path picks, jitter).
     pub seed: u64,
     /// Number of entropy values (UDP source ports, one socket each) = paths
-    /// per peer, 1..=64. Path `i` is sent from socket `i`; socket 0 is the main one.
+    /// per peer, 1..=64. Each path is sent from a socket of its own; socket 0
+    /// is the main one (the FFI driver sends path `i` from socket `i + 1`, the
+    /// last from socket 0, so a single-path peer's sockets can be connected).
     pub paths: u8,
     /// Paths to peers on this host (a loopback address, or this endpoint's own
     /// IP): there is no ECMP fabric to spray over there, and cycling through

@@ -38,7 +38,7 @@ pub use stats::{PathStats, PeerStats, SrdStats};
 pub struct Transmit {
     /// Destination (the peer's main address).
     pub dst: SocketAddr,
-    /// Path = entropy index = which of the endpoint's sockets sends it (0..paths).
+    /// Path = entropy index (0..paths): each path leaves from a socket of its own.
     pub path: u8,
     /// Bytes written into the buffer (the whole datagram unless `body` is set).
     pub len: usize,
