@@ -141,12 +141,13 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
         io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed,
         io.rx_guessed, io.rx_guess_missed
     );
-    let fields: [(&str, u64); 34] = [
+    let fields: [(&str, u64); 35] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
         ("tx_acks", s.tx_acks),
         ("tx_resets", s.tx_resets),
+        ("peer_polls", s.peer_polls),
         ("retransmits", s.retransmits),
         ("lost", s.lost),
         ("lost_by_count", s.lost_by_count),

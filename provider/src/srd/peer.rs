@@ -90,6 +90,8 @@ pub struct Ctx<'a> {
 pub struct Peer {
     /// Our id for it.
     pub id: PeerId,
+    /// In `Srd::active` (see there): off the list only while `quiescent`.
+    pub(crate) listed: bool,
     /// Its main address.
     pub addr: SocketAddr,
     /// Its epoch as we know it (0 = not heard from yet).
@@ -245,6 +247,7 @@ impl Peer {
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
+            listed: false,
             last_reset: None,
             credit_probe_due: false,
             credit_probes: 0,
@@ -484,6 +487,26 @@ impl Peer {
         self.timers.stop(Timer::Ack);
         self.remote_epoch = epoch;
         self.largest_acked_sent = Instant::ZERO;
+    }
+}
+
+impl Peer {
+    /// Nothing to send and no timer armed: `poll_transmit` would return
+    /// `None` and change nothing, `handle_timeout` has nothing to run. Only
+    /// input from the peer, a datagram queued to it or a credit decision
+    /// (an ack asked for) ends that.
+    pub(crate) fn quiescent(&self) -> bool {
+        !self.tx.busy()
+            && self.tx.retx.is_empty()
+            && !self.tx.idle_until_poll
+            && !self.reset_pending
+            && !self.credit_probe_due
+            && !self.probe_to_answer
+            && !self.stall_probe_due
+            && !self.tail_ask_due
+            && !self.rx.ack_now
+            && self.rx.unacked == 0
+            && self.timers.next().is_none()
     }
 }
 

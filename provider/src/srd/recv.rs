@@ -184,6 +184,7 @@ impl Srd {
                 }
                 p.rx_admitted = false;
             }
+            self.activate_acking();
         }
         // The share counts every sender that still has data (MORE), not only
         // those heard in the last 1 ms: held to a packet or two with a
@@ -261,6 +262,7 @@ impl Srd {
             p.rx.ack_now = true;
             n += 1;
         }
+        self.activate_acking();
     }
 
     /// Scheduled mode: take the slot back from an admitted sender that sent
@@ -297,6 +299,7 @@ impl Srd {
         }
         let addr = SocketAddr::new(from.ip(), h.src_port);
         let id = self.peer(addr);
+        self.activate(id.0 as usize);
         if h.ty == PacketType::Data || h.ty == PacketType::Probe {
             self.update_credit(now);
         }

@@ -79,6 +79,9 @@ pub struct SrdStats {
     pub peer_restarts: u64,
     /// Peers declared unreachable.
     pub unreachable: u64,
+    /// Peers visited by `poll_transmit` and `handle_timeout`: grows with the
+    /// peers in use (the `active` list), not with every peer ever met.
+    pub peer_polls: u64,
     /// DATA packets sent per path index.
     pub path_sent: Vec<u64>,
     /// Packets declared lost per path index.
