@@ -90,8 +90,6 @@ pub struct Ctx<'a> {
 pub struct Peer {
     /// Our id for it.
     pub id: PeerId,
-    /// In `Srd::active` (see there): off the list only while `quiescent`.
-    pub(crate) listed: bool,
     /// Its main address.
     pub addr: SocketAddr,
     /// Its epoch as we know it (0 = not heard from yet).
@@ -247,7 +245,6 @@ impl Peer {
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             reset_pending: false,
-            listed: false,
             last_reset: None,
             credit_probe_due: false,
             credit_probes: 0,
