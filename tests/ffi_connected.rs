@@ -15,7 +15,7 @@
 
 mod common;
 use common::fab::*;
-use common::stat_sum;
+use common::{stat_sum, udp_sockets};
 
 use std::os::raw::c_void;
 use std::ptr::null_mut;
@@ -92,39 +92,6 @@ fn one_message(from: &Node, to: &Node, dest: u64, k: u64) {
     wait_one(from.cq, "send");
 }
 
-/// For each UDP socket of this process: (its address, its peer if connected).
-fn udp_sockets() -> Vec<(libc::sockaddr_in, Option<libc::sockaddr_in>)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
-        let Ok(fd) = e
-            .expect("fd entry")
-            .file_name()
-            .to_string_lossy()
-            .parse::<i32>()
-        else {
-            continue;
-        };
-        let len0 = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        // SAFETY (test): getsockname / getpeername on our own fds into locals.
-        unsafe {
-            let mut me: libc::sockaddr_in = std::mem::zeroed();
-            let mut len = len0;
-            if libc::getsockname(fd, (&mut me as *mut libc::sockaddr_in).cast(), &mut len) != 0
-                || len != len0
-                || i32::from(me.sin_family) != libc::AF_INET
-            {
-                continue;
-            }
-            let mut peer: libc::sockaddr_in = std::mem::zeroed();
-            let mut len = len0;
-            let connected =
-                libc::getpeername(fd, (&mut peer as *mut libc::sockaddr_in).cast(), &mut len) == 0;
-            out.push((me, connected.then_some(peer)));
-        }
-    }
-    out
-}
-
 fn same(a: &libc::sockaddr_in, b: &libc::sockaddr_in) -> bool {
     a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port
 }
@@ -167,14 +134,14 @@ fn sending_sockets_connect_to_their_first_peer_and_survive_its_departure() {
     let conn_to = |to: &libc::sockaddr_in| {
         socks
             .iter()
-            .filter(|(_, p)| p.as_ref().is_some_and(|p| same(p, to)))
+            .filter(|(_, _, p)| p.as_ref().is_some_and(|p| same(p, to)))
             .count()
     };
     assert!(conn_to(&names[1]) >= 1, "no socket of A is connected to B");
     assert!(conn_to(&names[0]) >= 1, "no socket of B is connected to A");
     for (i, name) in names.iter().enumerate() {
-        let main = socks.iter().find(|(me, _)| same(me, name));
-        let (_, peer) = main.unwrap_or_else(|| panic!("endpoint {i}'s main socket not found"));
+        let main = socks.iter().find(|(_, me, _)| same(me, name));
+        let (_, _, peer) = main.unwrap_or_else(|| panic!("endpoint {i}'s main socket not found"));
         assert!(
             peer.is_none(),
             "endpoint {i}'s receiving socket is connected"

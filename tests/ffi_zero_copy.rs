@@ -394,29 +394,11 @@ fn in_child(name: &str) {
 
 /// The fd of this process's UDP socket bound to `sa` (an endpoint's main socket).
 fn socket_fd_of(sa: &libc::sockaddr_in) -> i32 {
-    for e in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
-        let Ok(fd) = e
-            .expect("fd entry")
-            .file_name()
-            .to_string_lossy()
-            .parse::<i32>()
-        else {
-            continue;
-        };
-        // SAFETY (test): getsockname on one of our own fds into a local sockaddr.
-        let mut got: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let rc =
-            unsafe { libc::getsockname(fd, (&mut got as *mut libc::sockaddr_in).cast(), &mut len) };
-        if rc == 0
-            && got.sin_family == libc::AF_INET as libc::sa_family_t
-            && got.sin_port == sa.sin_port
-            && got.sin_addr.s_addr == sa.sin_addr.s_addr
-        {
-            return fd;
-        }
-    }
-    panic!("no socket bound to port {}", u16::from_be(sa.sin_port));
+    common::udp_sockets()
+        .into_iter()
+        .find(|(_, me, _)| me.sin_port == sa.sin_port && me.sin_addr.s_addr == sa.sin_addr.s_addr)
+        .map(|(fd, _, _)| fd)
+        .unwrap_or_else(|| panic!("no socket bound to port {}", u16::from_be(sa.sin_port)))
 }
 
 /// Take every datagram waiting at (non-blocking) `fd`; returns how many.

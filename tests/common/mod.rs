@@ -77,3 +77,36 @@ pub fn stat_sum(text: &str, key: &str) -> u64 {
     }
     sum
 }
+
+/// This process's IPv4 UDP sockets: (fd, bound address, peer if connected).
+pub fn udp_sockets() -> Vec<(i32, libc::sockaddr_in, Option<libc::sockaddr_in>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
+        let Ok(fd) = e
+            .expect("fd entry")
+            .file_name()
+            .to_string_lossy()
+            .parse::<i32>()
+        else {
+            continue;
+        };
+        let len0 = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY (test): getsockname / getpeername on our own fds into locals.
+        unsafe {
+            let mut me: libc::sockaddr_in = std::mem::zeroed();
+            let mut len = len0;
+            if libc::getsockname(fd, (&mut me as *mut libc::sockaddr_in).cast(), &mut len) != 0
+                || len != len0
+                || i32::from(me.sin_family) != libc::AF_INET
+            {
+                continue;
+            }
+            let mut peer: libc::sockaddr_in = std::mem::zeroed();
+            let mut len = len0;
+            let connected =
+                libc::getpeername(fd, (&mut peer as *mut libc::sockaddr_in).cast(), &mut len) == 0;
+            out.push((fd, me, connected.then_some(peer)));
+        }
+    }
+    out
+}
