@@ -167,7 +167,8 @@ impl EpState {
             if crate::stats::enabled() {
                 let peers = r.engine.peer_stats();
                 let ep = self.local.to_string();
-                crate::stats::write(&ep, event, &r.io.stats, r.engine.srd_stats(), &peers);
+                let (io, msg) = (&r.io.stats, r.engine.msg_stats());
+                crate::stats::write(&ep, event, io, r.engine.srd_stats(), msg, &peers);
             }
         }
     }

@@ -3,7 +3,7 @@
 //! `FI_SPRAY_STATS_MS` ms while it is open.
 //!
 //! A line: `{"t_unix_ns", "pid", "event": "periodic"|"close", "ep", "io": {..},
-//! "srd": {..}, "peers": [{.., "paths": [{..}]}]}`. Per-path entries appear
+//! "srd": {..}, "msg": {..}, "peers": [{.., "paths": [{..}]}]}`. Per-path entries appear
 //! for paths that sent DATA or had DATA acknowledged. `%p` in the file name
 //! becomes the process id (one file per process); lines are appended, each
 //! with one `write`, so processes sharing a file do not interleave within a line.
@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
+use spray::msg::MsgStats;
 use spray::srd::{Health, PeerStats, SrdStats};
 
 use crate::io::clock;
@@ -91,11 +92,18 @@ pub fn periodic_due(now_ns: u64) -> bool {
 }
 
 /// Write one line for an endpoint (`event`: "periodic" or "close").
-pub fn write(ep: &str, event: &str, io: &IoStats, srd: &SrdStats, peers: &[PeerStats]) {
+pub fn write(
+    ep: &str,
+    event: &str,
+    io: &IoStats,
+    srd: &SrdStats,
+    msg: &MsgStats,
+    peers: &[PeerStats],
+) {
     if !enabled() {
         return;
     }
-    let line = line(ep, event, io, srd, peers);
+    let line = line(ep, event, io, srd, msg, peers);
     let mut g = DUMP.sink.lock();
     let res = match g.as_mut() {
         Some(Sink::Stderr) => std::io::stderr().write_all(line.as_bytes()),
@@ -126,7 +134,14 @@ fn health(h: Health) -> &'static str {
 
 /// The JSON line (newline-terminated). Names and addresses need no escaping:
 /// they are socket addresses and fixed words.
-pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStats]) -> String {
+pub fn line(
+    ep: &str,
+    event: &str,
+    io: &IoStats,
+    s: &SrdStats,
+    m: &MsgStats,
+    peers: &[PeerStats],
+) -> String {
     let mut o = String::with_capacity(512 + 256 * peers.len());
     let _ = write!(
         o,
@@ -182,6 +197,11 @@ pub fn line(ep: &str, event: &str, io: &IoStats, s: &SrdStats, peers: &[PeerStat
     for (i, (k, v)) in fields.iter().enumerate() {
         let _ = write!(o, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
     }
+    let _ = write!(
+        o,
+        "}},\"msg\":{{\"datagrams_sent\":{},\"bad\":{},\"stray\":{},\"held\":{},\"dropped\":{},\"keepalives\":{},\"unexpected\":{},\"unexpected_bytes\":{}",
+        m.datagrams_sent, m.bad, m.stray, m.held, m.dropped, m.keepalives, m.unexpected, m.unexpected_bytes
+    );
     o.push_str("},\"peers\":[");
     for (i, p) in peers.iter().enumerate() {
         let _ = write!(

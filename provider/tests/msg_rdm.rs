@@ -73,6 +73,15 @@ fn sizes_across_protocol_boundaries() {
             assert_eq!(s.buf.unwrap(), data);
             assert_eq!(c.nodes[1].live_counts(), (0, 0, 0));
             assert_eq!(c.nodes[0].live_counts(), (0, 0, 0));
+            // Counted unexpected only when it came before its receive; its bytes
+            // only when they were held (eager/medium: the rendezvous data waits).
+            let st = c.nodes[1].stats();
+            let held = if !expected && len <= EAGER { len } else { 0 };
+            assert_eq!(
+                (st.unexpected, st.unexpected_bytes),
+                (u64::from(!expected), held as u64),
+                "len {len} seed {seed}"
+            );
         }
     }
 }

@@ -85,6 +85,10 @@ impl<B: UserBuf> MsgLayer<B> {
             self.bind(id, rid);
             return;
         }
+        self.stats.unexpected += 1;
+        if !rndv {
+            self.stats.unexpected_bytes += total as u64;
+        }
         if !rndv && self.ins.get(id).is_some_and(|r| r.bounce.is_none()) {
             let b = self.alloc_bounce(total);
             if let Some(r) = self.ins.get_mut(id) {

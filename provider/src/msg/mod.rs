@@ -67,6 +67,10 @@ pub struct MsgStats {
     pub dropped: u64,
     /// Keepalives sent to peers we wait on (see `keepalive.rs`).
     pub keepalives: u64,
+    /// Messages (eager, medium or RTS) that found no posted receive and were queued.
+    pub unexpected: u64,
+    /// Eager/medium bytes of those messages, each copied once more (through a bounce buffer).
+    pub unexpected_bytes: u64,
 }
 
 /// Per-endpoint message-layer state.
