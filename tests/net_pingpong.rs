@@ -11,8 +11,8 @@
 mod net;
 
 use net::{
-    field, host_prereqs, provider, provider_has_ep, provider_overridden, provider_ready, script,
-    serial, skip, skip_always, summary,
+    field, host_prereqs, provider, provider_has_ep, provider_overridden, provider_ready,
+    script_env, serial, skip, skip_always, summary,
 };
 
 /// Iterations per size: enough to exercise reordering and retransmission on
@@ -41,6 +41,11 @@ enum Net {
 }
 
 fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
+    run_case_env(name, ep, mode, net, loss, &[]);
+}
+
+/// `run_case` with extra environment variables for both fi_pingpong processes.
+fn run_case_env(name: &str, ep: &str, mode: &str, net: Net, loss: &str, env: &[(&str, &str)]) {
     let _serial = serial();
     if let Err(why) = host_prereqs(net == Net::Netns) {
         return skip(name, &why);
@@ -88,7 +93,7 @@ fn run_case(name: &str, ep: &str, mode: &str, net: Net, loss: &str) {
         // run may still carry another case's loss rule.
         args.extend(["--netns", "--loss", loss]);
     }
-    let out = match script("pingpong.sh", &args) {
+    let out = match script_env("pingpong.sh", &args, env) {
         Ok(out) => out,
         Err(e) => panic!("{name}: {e}"),
     };
@@ -203,4 +208,36 @@ fn netns_loss5_rdm_tagged() {
 #[test]
 fn netns_loss5_dgram() {
     run_case("netns_loss5_dgram", "dgram", "msg", Net::Netns, "5");
+}
+
+/// Every byte checked (`-c`) at every size up to 6 MiB, with direct placement
+/// on and off, under eager limits that put small sizes on the rendezvous path
+/// and datagram sizes of loopback, jumbo and Ethernet frames: a receive's
+/// placement guesses build on the previous size's pieces (a 512-byte eager
+/// limit once completed 1024-byte receives with bytes 768.. never written).
+#[test]
+fn loopback_rdm_tagged_placement_and_eager_limits() {
+    if provider_overridden() {
+        return skip_always(
+            "loopback_rdm_tagged_placement_and_eager_limits",
+            "spray knobs",
+        );
+    }
+    for place in ["1", "0"] {
+        for eager in ["", "512", "1024", "8192"] {
+            for mtu in ["", "1472"] {
+                let name = format!(
+                    "loopback rdm tagged RX_PLACE={place} EAGER_LIMIT={eager:?} MTU={mtu:?}"
+                );
+                let mut env = vec![("FI_SPRAY_RX_PLACE", place)];
+                if !eager.is_empty() {
+                    env.push(("FI_SPRAY_EAGER_LIMIT", eager));
+                }
+                if !mtu.is_empty() {
+                    env.push(("FI_SPRAY_MTU", mtu));
+                }
+                run_case_env(&name, "rdm", "tagged", Net::Loopback, "0", &env);
+            }
+        }
+    }
 }

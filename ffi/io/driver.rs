@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use spray::{Engine, Instant};
+use spray::{Engine, GuessCheck, Instant};
 
 use crate::addr;
 use crate::getinfo::IOV_LIMIT;
@@ -482,19 +482,24 @@ impl Io {
             let mut pieces = [(std::ptr::null::<u8>(), 0usize); IOV_LIMIT];
             let mut np = 0;
             let mut hdr = 0;
+            // The range the engine named, and how much of it the pieces cover:
+            // placing into less than the range would complete it unwritten.
+            let (mut want_n, mut covered) = (0, 0);
             if dlen <= self.slot_bytes {
                 if let Some(h) = engine.place_with(from, &self.rx_buf[..dlen], &mut |b, off, n| {
+                    want_n = n;
                     b.raw_range(off, n, |p, k| {
                         if np < IOV_LIMIT {
                             pieces[np] = (p, k);
                             np += 1;
+                            covered += k;
                         }
                     })
                 }) {
                     hdr = h;
                 }
             }
-            let placed = hdr > 0 && hdr < dlen;
+            let placed = hdr > 0 && hdr < dlen && covered == want_n;
             // The real receive, through slot 0's header (timestamp control included).
             self.reset_rx_hdr(0);
             if placed {
@@ -646,21 +651,16 @@ impl Io {
             let start = i * self.slot_bytes;
             if !broken && !trunc && dlen > head {
                 let q = self.guesses[i];
-                let payload = dlen - head;
-                let (mut named, mut hit) = (false, false);
-                let said =
-                    engine.place_with(from, &self.rx_buf[start..start + dlen], &mut |b, off, k| {
-                        named = true;
-                        hit = std::ptr::eq(b, q.buf) && off == q.at && k == payload;
-                    });
-                if hit && said == Some(head) {
+                let seen = &self.rx_buf[start..start + dlen];
+                let check = engine.check_guess(from, seen, q.buf, q.at, q.n);
+                if check == GuessCheck::Hit {
                     self.stats.rx_placed += 1;
                     self.stats.rx_guessed += 1;
                     let when = self.arrival(i, mono, real_to_mono);
                     engine.handle_placed(when, from, &self.rx_buf[start..start + dlen]);
                     continue;
                 }
-                if named {
+                if check == GuessCheck::Placeable {
                     // Placeable data, but not the piece guessed (another
                     // message's, a resend, a reordered one): the stream is
                     // not in order now.

@@ -10,6 +10,21 @@ use crate::msg::{AtomicType, Completion, MsgLayer, OpError, RecvOp, RmaOp, SendO
 use crate::srd::{Srd, SrdStats, Transmit};
 use crate::time::Instant;
 
+/// What a datagram received into a guessed place turned out to be (see
+/// `Engine::check_guess`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum GuessCheck {
+    /// The piece guessed, all of its payload in the guessed range: `handle_placed`.
+    Hit,
+    /// Data that has a place, but not that one (another message's, a resend,
+    /// a reordered piece, a payload longer than the range): the stream is not
+    /// in order now. Move its bytes back and `handle_datagram`.
+    Placeable,
+    /// Anything else (acks, control, another peer's packets, junk): move its
+    /// bytes back and `handle_datagram`.
+    Other,
+}
+
 /// One endpoint's protocol state.
 pub struct Engine<B: UserBuf> {
     cfg: Config,
@@ -187,6 +202,38 @@ impl<B: UserBuf> Engine<B> {
 
     /// Headers in front of an RDATA payload: SRD and message headers.
     pub const RDATA_HEAD_LEN: usize = crate::wire::srd::HEADER_LEN + crate::wire::msg::HEADER_LEN;
+
+    /// What a datagram received into a guessed place is: `data` holds its
+    /// `RDATA_HEAD_LEN` bytes of headers (and is as long as the datagram), and
+    /// its payload went to the guessed range (`n` bytes at `at` of the buffer
+    /// at `buf`, as `guess_rdata_nth` named it), anything past `n` bytes into
+    /// the driver's slot. `Hit` only when `place_with` names exactly that
+    /// buffer and offset for the *whole* payload and the payload fit in the
+    /// range: a payload longer than the guess has its tail outside the
+    /// buffer, and accepting it would complete the receive with those bytes
+    /// never written. Read-only.
+    pub fn check_guess(
+        &self,
+        from: SocketAddr,
+        data: &[u8],
+        buf: *const B,
+        at: usize,
+        n: usize,
+    ) -> GuessCheck {
+        let payload = data.len().saturating_sub(Self::RDATA_HEAD_LEN);
+        let (mut named, mut hit) = (false, false);
+        let said = self.place_with(from, data, &mut |b, off, k| {
+            named = true;
+            hit = core::ptr::eq(b, buf) && off == at && k == payload && payload <= n;
+        });
+        if payload > 0 && hit && said == Some(Self::RDATA_HEAD_LEN) {
+            GuessCheck::Hit
+        } else if named {
+            GuessCheck::Placeable
+        } else {
+            GuessCheck::Other
+        }
+    }
 
     /// A datagram received after `place_with` said yes: `data` holds its headers
     /// (and is as long as the datagram); its payload is already in place.

@@ -29,5 +29,5 @@ pub mod wire;
 pub use buf::{RmaAccess, RmaTarget, UserBuf};
 pub use config::{Config, EpMode};
 pub use dgram::{Datagrams, PeerId};
-pub use engine::Engine;
+pub use engine::{Engine, GuessCheck};
 pub use time::Instant;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 pub mod fab;
+pub mod pair;
 
 /// A directory holding only `libspray-fi.so`, a link to the cdylib cargo built
 /// with these tests (the test binary lives in `<target>/<profile>/deps/`, where

@@ -184,14 +184,20 @@ pub fn provider_has_ep(ep: &str) -> bool {
 
 /// Runs `scripts/<name> args...` from the repository root.
 pub fn script(name: &str, args: &[&str]) -> Result<Output, String> {
-    let path: PathBuf = repo_root().join("scripts").join(name);
-    run_bash(&path, args)
+    script_env(name, args, &[])
 }
 
-fn run_bash(path: &Path, args: &[&str]) -> Result<Output, String> {
+/// `script` with extra environment variables.
+pub fn script_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Output, String> {
+    let path: PathBuf = repo_root().join("scripts").join(name);
+    run_bash(&path, args, env)
+}
+
+fn run_bash(path: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Output, String> {
     Command::new("bash")
         .arg(path)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(repo_root())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", path.display()))
