@@ -17,7 +17,7 @@ use crate::cq::{CqCore, Entry, ErrEntry};
 use crate::eq::EqCore;
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
-use crate::io::driver::Io;
+use crate::io::driver::{Io, Offloads};
 use crate::io::sock::Sockets;
 use crate::mr::{MrTable, MrTarget};
 use crate::{log, params};
@@ -250,7 +250,11 @@ impl EpState {
             engine.set_rma_target(Box::new(MrTarget(t.clone())));
         }
         let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
-        let io = Io::new(socks.fds, self.setup.max_datagram, batch);
+        let offloads = Offloads {
+            gso: params::int_or("gso", 1, 0, 1) == 1,
+            gro: params::int_or("gro", 1, 0, 1) == 1,
+        };
+        let io = Io::new(socks.fds, self.setup.max_datagram, batch, offloads);
         let place = params::int_or("rx_place", 1, 0, 1) == 1;
         self.run = Some(Running {
             engine,
@@ -713,6 +717,7 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.max_unexpected_bytes =
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
+    cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
     let (epoch, seed) = epoch_and_seed();
     cfg.epoch = epoch;
     cfg.seed = seed;

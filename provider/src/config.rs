@@ -72,6 +72,12 @@ pub struct Config {
     pub max_unexpected_bytes: usize,
     /// Messages up to this size go eagerly; larger use rendezvous (message layer).
     pub eager_limit: usize,
+    /// New data sent on one path in a row before the next path's turn (a
+    /// flowlet), bytes; at least one packet and at most 64. A driver can then
+    /// hand a flowlet to the kernel as one segmented send (UDP GSO, at most
+    /// 64 KiB) and the receiving host can coalesce it (GRO); paths still take
+    /// turns flowlet by flowlet. 0 = per-packet spraying.
+    pub flowlet_bytes: usize,
 }
 
 impl Config {
@@ -96,6 +102,7 @@ impl Config {
             unscheduled_packets: 1,
             max_unexpected_bytes: 64 << 20,
             eager_limit: 64 << 10,
+            flowlet_bytes: 64 << 10,
         }
     }
 }

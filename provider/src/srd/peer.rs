@@ -68,6 +68,8 @@ pub struct Params {
     pub unscheduled: u32,
     /// Seed for per-peer random choices.
     pub seed: u64,
+    /// New data packets per path in a row (see `Config::flowlet_bytes`).
+    pub flowlet: u32,
 }
 
 /// Shared state a peer's methods need from the endpoint.
