@@ -3,7 +3,8 @@
 //! child process of this test binary that opens an endpoint through the real
 //! libfabric core (so the progress assist thread runs), then exits one way:
 //! a SIGTERM whose handler calls `exit()`, delivered to the assist thread or to
-//! the main thread, or a plain `exit()` with the endpoint still open. The child
+//! the application thread that opened the endpoint, or a plain `exit()` with
+//! the endpoint still open. The child
 //! must leave with the status its handler gave, promptly, and print no panic.
 
 mod common;
@@ -153,13 +154,14 @@ fn sigterm_on_assist() {
     run_case("sigterm_on_assist");
 }
 
-/// A SIGTERM handled on the main thread, endpoint open, assist thread running.
+/// A SIGTERM handled on the application's thread (the one that opened the
+/// endpoint), endpoint open, assist thread running.
 #[test]
 fn sigterm_on_main() {
     run_case("sigterm_on_main");
 }
 
-/// `exit()` from the main thread while an endpoint is still open.
+/// `exit()` from the application's thread while an endpoint is still open.
 #[test]
 fn exit_with_open_endpoint() {
     run_case("exit_with_open_endpoint");
