@@ -20,7 +20,7 @@ use crate::io::clock;
 use crate::io::driver::{Io, Offloads};
 use crate::io::sock::Sockets;
 use crate::mr::{MrTable, MrTarget};
-use crate::{log, params};
+use crate::{check, log, params};
 
 /// Rounds of `recvmmsg` per progress call (bounds the time one call takes).
 const RX_ROUNDS: usize = 5;
@@ -42,6 +42,8 @@ pub struct EpSetup {
     /// `FI_DIRECTED_RECV` was granted: receives honour their source address
     /// (without it the address is ignored, as libfabric specifies).
     pub directed_recv: bool,
+    /// The endpoint's capabilities (`fi_info.caps`): which CQs enable requires.
+    pub caps: u64,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -228,6 +230,25 @@ impl EpState {
         if self.run.is_some() {
             return Ok(());
         }
+        // fi_endpoint(3): an endpoint that sends needs a CQ for transmit
+        // completions, even with successful ones suppressed, so that failures
+        // are reported; one that receives needs a receive CQ. Counters alone
+        // do not do (as prov/tcp, udp, shm, rxm answer).
+        let caps = self.setup.caps;
+        let missing = if check::needs_tx_cq(caps) && self.tx_cq.is_none() {
+            Some("transmit")
+        } else if check::needs_rx_cq(caps) && self.rx_cq.is_none() {
+            Some("receive")
+        } else {
+            None
+        };
+        if let Some(which) = missing {
+            log::warn(&format!(
+                "endpoint {}: fi_enable without a {which} CQ (caps {caps:#x})",
+                self.local
+            ));
+            return Err(err::ENOCQ as isize);
+        }
         let Some(socks) = self.socks.take() else {
             return Err(err::EOPBADSTATE as isize);
         };
@@ -350,6 +371,9 @@ impl EpState {
         let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else {
             return err::EINVAL as isize;
         };
+        if let Err(e) = self.check_source(&buf) {
+            return e;
+        }
         let buf = if flags & FI_INJECT != 0 {
             match self.inject_copy(buf) {
                 Ok(b) => b,
@@ -385,6 +409,19 @@ impl EpState {
         op_result(rc)
     }
 
+    /// A buffer data leaves from (send, RMA source or destination): at most
+    /// `max_msg_size` bytes (`-FI_EMSGSIZE`) of memory that can exist (`-FI_EINVAL`).
+    pub(crate) fn check_source(&self, buf: &FfiBuf) -> Result<(), Errno> {
+        let max = self.run.as_ref().map_or(0, |r| r.engine.max_msg_size());
+        if buf.len() > max {
+            return Err(err::EMSGSIZE as isize);
+        }
+        if !check::addressable(buf) {
+            return Err(err::EINVAL as isize);
+        }
+        Ok(())
+    }
+
     /// Post a receive (`src` = `FI_ADDR_UNSPEC` for any sender).
     ///
     /// # Safety
@@ -414,12 +451,20 @@ impl EpState {
         let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else {
             return err::EINVAL as isize;
         };
+        if !check::addressable(&buf) {
+            return err::EINVAL as isize;
+        }
         let rflags = RecvFlags {
             peek: flags & FI_PEEK != 0,
             claim: flags & FI_CLAIM != 0,
             discard: flags & FI_DISCARD != 0,
             multi_recv: flags & FI_MULTI_RECV != 0 && tag.is_none(),
         };
+        if rflags.multi_recv && buf.len() == 0 {
+            // A buffer that holds no message would be released at once, or
+            // never: either way nothing sensible can come of it.
+            return err::EINVAL as isize;
+        }
         if rflags.multi_recv {
             self.multi_bases.insert(context, buf.base() as usize);
         }
