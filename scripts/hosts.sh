@@ -27,10 +27,13 @@
 #   status               namespaces, addresses, MTU, offloads, qdiscs, fault rules
 #   check                a DF ping of MTU-28 bytes from h0 to every host (up runs it)
 #   addr I | ns I        host I's address | namespace name
+#   get KEY              a setting of the testbed that is up: N LINKS MTU RATE BUF OFFLOADS
+#                        TCP_PORTS (exit 1 if none is up)
 #   exec I CMD...        run CMD in host I (its namespace and hostname)
 #   path I J SPORT [DPORT] [udp|tcp]
 #                        the ECMP link R1 (or R2) picks for that flow, from `ip route get`
 #   counters [--json]    packets per ECMP link and direction; UDP in/dropped per host
+#   drops                totals over the hosts: UDP_IN UDP_DROPPED TCP_DROPPED (loss rules)
 #   loss PCT [--tcp-ports LO-HI]
 #                        drop PCT % (up to 2 decimals; 0 removes) of UDP arriving at every
 #                        host (nft numgen), and of TCP to/from ports LO-HI if given (give
@@ -350,7 +353,7 @@ counters() {
 	done
 	if [ "$json" = 1 ]; then
 		printf '%s\n' "${rows[@]}" | awk 'BEGIN { printf "{" }
-			{ printf "%s\"%s\": {\"r1_to_r2\": %d, \"r2_to_r1\": %d}", NR > 1 ? ", " : "", $1, $2, $3 }
+			{ printf "%s\"%s\": {\"r1_to_r2\": %d, \"r2_to_r1\": %d}", (NR > 1 ? ", " : ""), $1, $2, $3 }
 			END { print "}" }'
 		return
 	fi
@@ -364,6 +367,18 @@ counters() {
 			/comment "tcp_drop"/ { for (f = 1; f < NF; f++) if ($f == "packets") td += $(f + 1) }
 			END { printf "%s udp_in=%d udp_dropped=%d tcp_dropped=%d\n", h, rx, dr, td }'
 	done
+}
+
+drops() {
+	load_state
+	local i
+	for i in $(seq 0 $((N - 1))); do
+		nsx "$(host_ns "$i")" nft list chain inet "$NFT" in 2>/dev/null || true
+	done | awk '
+		/comment "udp_in"/   { for (f = 1; f < NF; f++) if ($f == "packets") rx += $(f + 1) }
+		/comment "udp_drop"/ { for (f = 1; f < NF; f++) if ($f == "packets") dr += $(f + 1) }
+		/comment "tcp_drop"/ { for (f = 1; f < NF; f++) if ($f == "packets") td += $(f + 1) }
+		END { printf "%d %d %d\n", rx, dr, td }'
 }
 
 loss() {
@@ -504,6 +519,11 @@ exec)
 	exec ip netns exec "$(host_ns "$i")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$(host_ns "$i")" "$@"
 	;;
 path) path "$@" ;;
+get)
+	load_state
+	[[ "${1:-}" =~ ^(N|LINKS|MTU|RATE|BUF|OFFLOADS|TCP_PORTS)$ ]] || die "get: N LINKS MTU RATE BUF OFFLOADS or TCP_PORTS"
+	echo "${!1}"
+	;;
 _flap) # _flap PREFIX LINK DOWN_S UP_S COUNT HOW (started by bad flap; PREFIX marks it as ours)
 	shift
 	load_state
@@ -517,6 +537,7 @@ _flap) # _flap PREFIX LINK DOWN_S UP_S COUNT HOW (started by bad flap; PREFIX ma
 	done
 	;;
 counters) counters "$@" ;;
+drops) drops ;;
 loss) loss "$@" ;;
 bad) bad "$@" ;;
 *)
