@@ -502,12 +502,27 @@ impl EpState {
     /// The last ACK we sent may have been lost; a peer then resends its last
     /// packet and waits for an ACK that a closed endpoint would never give (as
     /// TCP's TIME_WAIT). Also gives our own last packets their retransmissions.
+    ///
+    /// The quiet time is at least three retransmission timeouts towards the
+    /// slowest peer (at most 1 s): a peer whose last packet we acknowledged
+    /// resends it only after its timeout, and again after twice that if the
+    /// answer is lost too. 10 ms alone let an MPI rank exit before its
+    /// peer's resend under 1 % loss; the peer then waited out its unreachable
+    /// timeout and failed `MPI_Finalize`.
     pub fn linger(&mut self) {
-        let quiet_ns = params::int_or("linger_ms", 10, 0, 10_000) as u64 * 1_000_000;
+        let linger_ns = params::int_or("linger_ms", 10, 0, 10_000) as u64 * 1_000_000;
         let Some(run) = &self.run else { return };
-        if quiet_ns == 0 || run.io.stats.rx_packets == 0 {
+        if linger_ns == 0 || run.io.stats.rx_packets == 0 {
             return;
         }
+        let rto_ns = run
+            .engine
+            .peer_stats()
+            .iter()
+            .map(|p| p.rto_ns)
+            .max()
+            .unwrap_or(0);
+        let quiet_ns = linger_ns.max((3 * rto_ns).min(LINGER_RTO_CAP_NS));
         let start = clock::now_ns();
         let (mut last_rx, mut seen) = (start, run.io.stats.rx_packets);
         loop {
@@ -724,6 +739,9 @@ pub(crate) fn op_result(rc: Result<(), OpError>) -> Errno {
         Err(OpError::BadPeer) | Err(OpError::Invalid) => err::EINVAL as isize,
     }
 }
+
+/// Most quiet time `linger` waits for on account of peers' timeouts, ns.
+const LINGER_RTO_CAP_NS: u64 = 1_000_000_000;
 
 /// Engine configuration for an endpoint at `local` from the FI_SPRAY_* parameters.
 fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) -> Config {
