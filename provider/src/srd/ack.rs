@@ -183,7 +183,11 @@ impl Peer {
                 self.cc.on_timeout_undone();
             }
         }
-        if sends > 1 && p.min_rtt_ns != u64::MAX && elapsed < p.min_rtt_ns / 2 {
+        let p_min_rtt = p.min_rtt_ns;
+        if sends == 1 {
+            self.paths.on_flowlet_packet_acked(path, pseq, now);
+        }
+        if sends > 1 && p_min_rtt != u64::MAX && elapsed < p_min_rtt / 2 {
             // Acked sooner than the resent copy could have travelled: the
             // first copy arrived. Credit its path (a late, not a lossy one)
             // with its RTT, so the same mistake is not made again.

@@ -100,6 +100,20 @@ pub struct Path {
     rate_start_bytes: u64,
     /// When the latest acknowledgement on this path arrived.
     last_acked_at: Instant,
+    /// The latest flowlet sent here (see `Flowlet`).
+    pub flow: Option<Flowlet>,
+}
+
+/// What the sender remembers of the latest flowlet on a path, to see how
+/// spread out its acks come back (`PathSet::on_flowlet_acked`).
+#[derive(Copy, Clone, Debug)]
+pub struct Flowlet {
+    /// Path sequence number and send time of its first packet.
+    pub first: (u64, Instant),
+    /// Path sequence number and send time of its latest packet.
+    pub last: (u64, Instant),
+    /// When its first packet was acknowledged.
+    pub first_acked: Option<Instant>,
 }
 
 impl Path {
@@ -130,6 +144,7 @@ impl Path {
             rate_start: Instant::ZERO,
             rate_start_bytes: 0,
             last_acked_at: Instant::ZERO,
+            flow: None,
         }
     }
 
@@ -314,6 +329,10 @@ pub struct PathSet {
 /// Longest flowlet `adapt_flowlet` allows, packets (the kernel's most
 /// segments per segmented send).
 const FLOWLET_CAP_MAX: u32 = 64;
+/// Spread of a flowlet's acks (beyond its send time) that counts as
+/// queueing only above this, plus half the base RTT, ns: receivers ack in
+/// batches.
+const FLOWLET_SPREAD_NS: u64 = 20_000;
 /// Longest flowlet of a new peer, packets.
 const FLOWLET_CAP_START: u32 = 4;
 
@@ -491,27 +510,65 @@ impl PathSet {
         }
     }
 
-    /// Adapt the longest flowlet to the queueing flowlets cause. A flowlet
-    /// enters its path at the sender's whole rate; where a path is slower
-    /// than that (a fabric of links slower than the host, a bottleneck on
-    /// one of them), it queues there, and the median path RTT rises above
-    /// the smallest one seen. Then flowlets halve (down to per-packet
-    /// spraying); while queueing stays under a quarter of the base RTT they
-    /// grow by a quarter (from `FLOWLET_CAP_START`: a first flowlet as long
-    /// as a segmented send could be would queue 5 ms on a 100 Mbit/s path). Paths faster than the sender (the usual fabric)
-    /// queue nothing, and flowlets stay long. Queueing for other reasons (a
-    /// congested receiver) shortens them too, which costs only segmentation.
-    fn adapt_flowlet(&mut self, now: Instant) {
+    /// A flowlet's acks arrived: its last one `ack_span_ns` after its first,
+    /// its packets having left within `send_span_ns`. Where its path is
+    /// slower than the sender (a fabric of links slower than the host, a
+    /// bottleneck on one of them), the flowlet queued there and its acks
+    /// come spread at the path's rate; then flowlets halve, down to
+    /// per-packet spraying. Where the spread is small against the base RTT
+    /// they grow by a quarter. Paths faster than the sender (the usual
+    /// fabric) spread nothing, and flowlets stay long. A longer RTT alone
+    /// (work waiting for a busy host's CPU) does not shorten them.
+    pub fn on_flowlet_acked(&mut self, ack_span_ns: u64, send_span_ns: u64) {
         let base = self.min_rtt();
-        let median = self.median_srtt_at(now);
-        if base == 0 || median == 0 {
+        let spread = ack_span_ns.saturating_sub(send_span_ns);
+        if spread > base / 2 + FLOWLET_SPREAD_NS {
+            self.flowlet_cap = (self.flowlet_cap / 2).max(1);
+        } else if spread < base / 4 + FLOWLET_SPREAD_NS / 2 {
+            self.flowlet_cap = (self.flowlet_cap + self.flowlet_cap / 4 + 1).min(FLOWLET_CAP_MAX);
+        }
+    }
+
+    /// New data packet `seq` of the current flowlet left on `path` at `now`.
+    pub fn on_flowlet_sent(&mut self, path: u8, seq: u64, now: Instant) {
+        let Some(p) = self.paths.get_mut(usize::from(path)) else {
+            return;
+        };
+        match &mut p.flow {
+            Some(f) => f.last = (seq, now),
+            None => {
+                p.flow = Some(Flowlet {
+                    first: (seq, now),
+                    last: (seq, now),
+                    first_acked: None,
+                })
+            }
+        }
+    }
+
+    /// Packet `seq`, sent once on `path`, was acknowledged at `now`: feeds
+    /// `on_flowlet_acked` when it is the latest packet of a flowlet whose
+    /// first one was acknowledged.
+    pub fn on_flowlet_packet_acked(&mut self, path: u8, seq: u64, now: Instant) {
+        let Some(p) = self.paths.get_mut(usize::from(path)) else {
+            return;
+        };
+        let Some(f) = &mut p.flow else { return };
+        if seq == f.first.0 {
+            f.first_acked = Some(now);
+        }
+        if seq != f.last.0 || f.last.0 == f.first.0 {
             return;
         }
-        let queue = median.saturating_sub(base);
-        if 2 * queue > base {
-            self.flowlet_cap = (self.flowlet_cap / 2).max(1);
-        } else if 4 * queue < base {
-            self.flowlet_cap = (self.flowlet_cap + self.flowlet_cap / 4 + 1).min(FLOWLET_CAP_MAX);
+        let sample = f.first_acked.map(|a| {
+            (
+                now.saturating_since(a).as_nanos() as u64,
+                f.last.1.saturating_since(f.first.1).as_nanos() as u64,
+            )
+        });
+        p.flow = None;
+        if let Some((ack_span, send_span)) = sample {
+            self.on_flowlet_acked(ack_span, send_span);
         }
     }
 
@@ -524,19 +581,30 @@ impl PathSet {
     pub fn pick_flowlet(&mut self, now: Instant, flowlet: u32) -> (u8, bool) {
         if let Some((i, left)) = self.flowlet {
             if left > 0 {
-                let total = self.total_rate(now);
+                // A flowlet runs past its path's in-flight cap (a rate share
+                // of the window, often less than one flowlet with many
+                // paths) unless the path is clearly slower than most: the
+                // cap is there to keep a slow path's queue short.
+                let median = self.median_srtt_at(now);
                 let p = &self.paths[usize::from(i)];
-                if p.usable() && Self::path_has_room(p, now, total, self.window_bytes) {
+                let slow = median > 0 && p.srtt_ns > 2 * median;
+                let room = !slow || {
+                    let total = self.total_rate(now);
+                    Self::path_has_room(&self.paths[usize::from(i)], now, total, self.window_bytes)
+                };
+                if self.paths[usize::from(i)].usable() && room {
                     self.flowlet = Some((i, left - 1));
                     return (i, false);
                 }
             }
         }
         let (i, probe) = self.pick(now, None);
-        self.adapt_flowlet(now);
         let len = flowlet.min(self.flowlet_cap);
         // A probe of a bad path is one packet, not a flowlet.
         self.flowlet = (!probe).then(|| (i, len.saturating_sub(1)));
+        if !probe {
+            self.paths[usize::from(i)].flow = None;
+        }
         (i, probe)
     }
 

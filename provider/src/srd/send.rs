@@ -322,7 +322,12 @@ impl Peer {
                         if self.has_more() {
                             fl |= flags::MORE;
                         }
-                        return Some(self.send_data(ctx, now, psn, path, fl, buf));
+                        let t = self.send_data(ctx, now, psn, path, fl, buf);
+                        if !probe && flowlet > 1 {
+                            let seq = self.paths.paths[usize::from(path)].next_seq - 1;
+                            self.paths.on_flowlet_sent(path, seq, now);
+                        }
+                        return Some(t);
                     }
                 }
             } else if !window_ok {

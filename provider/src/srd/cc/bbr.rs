@@ -28,6 +28,9 @@ use super::{AckSample, Controller};
 use crate::muldiv::mul_div;
 use crate::time::Instant;
 
+/// Most ack aggregation the window covers, as time at the estimated rate, ns.
+const EXTRA_ACKED_MAX_NS: u64 = 1_000_000;
+
 /// How long the RTO's hold-time peak is kept before it decays, ns.
 const RTO_HOLD_MEMORY_NS: u128 = 1_000_000_000;
 
@@ -65,6 +68,14 @@ pub struct Bbr {
     receiver_limited: bool,
     /// `bw` before the timeouts since the last ack, bytes/s (for their undo).
     bw_before_timeout: Option<u64>,
+    /// Start of the current ack-aggregation epoch (see `extra_acked`).
+    agg_start: Instant,
+    /// Bytes acked since `agg_start`.
+    agg_bytes: u64,
+    /// Recent peak of the bytes acked beyond what `bw` explains, bytes (decays).
+    extra_acked: u64,
+    /// When `extra_acked` was last raised or refreshed.
+    extra_stamp: Instant,
 }
 
 impl Bbr {
@@ -94,6 +105,43 @@ impl Bbr {
             bw_avg_stamp: Instant::ZERO,
             receiver_limited: false,
             bw_before_timeout: None,
+            agg_start: Instant::ZERO,
+            agg_bytes: 0,
+            extra_acked: 0,
+            extra_stamp: Instant::ZERO,
+        }
+    }
+
+    /// Track ack aggregation (as BBR's `extra_acked`): acks that come in
+    /// bursts (a receiver that reads a coalesced flowlet at once, a host
+    /// that runs its receiver in slices) deliver more in a moment than the
+    /// bandwidth explains, and idle the sender between bursts unless the
+    /// window also holds what the burst acks. An epoch starts whenever the
+    /// acks fall behind the estimated rate; the excess within it, at most
+    /// `EXTRA_ACKED_MAX_NS` of the rate, is kept as long as a bandwidth peak.
+    fn note_aggregation(&mut self, now: Instant, acked: u64) {
+        let bw = self.bw;
+        if bw == 0 || acked == 0 {
+            return;
+        }
+        let el = now.saturating_since(self.agg_start).as_nanos() as u64;
+        let expected = mul_div(bw, el, 1_000_000_000).min(u128::from(u64::MAX)) as u64;
+        if self.agg_start == Instant::ZERO || self.agg_bytes <= expected {
+            self.agg_start = now;
+            self.agg_bytes = 0;
+        }
+        self.agg_bytes += acked;
+        let el = now.saturating_since(self.agg_start).as_nanos() as u64;
+        let expected = mul_div(bw, el, 1_000_000_000).min(u128::from(u64::MAX)) as u64;
+        let cap = mul_div(bw, EXTRA_ACKED_MAX_NS, 1_000_000_000).min(u128::from(u64::MAX)) as u64;
+        let extra = self.agg_bytes.saturating_sub(expected).min(cap);
+        let stale = now.saturating_since(self.extra_stamp).as_nanos() as u64 > self.bw_window_ns();
+        if extra >= self.extra_acked {
+            self.extra_acked = extra;
+            self.extra_stamp = now;
+        } else if stale {
+            self.extra_acked = (self.extra_acked * 3 / 4).max(extra);
+            self.extra_stamp = now;
         }
     }
 
@@ -165,6 +213,7 @@ impl Controller for Bbr {
             self.host_stamp = now;
         }
         self.receiver_limited = s.receiver_limited;
+        self.note_aggregation(now, s.acked_bytes);
         if s.avg_interval_ns > 0 {
             let rate = mul_div(s.avg_bytes, 1_000_000_000, s.avg_interval_ns)
                 .min(u128::from(u64::MAX / 4)) as u64;
@@ -224,7 +273,16 @@ impl Controller for Bbr {
         let hold = self.ack_delay_ns.max(self.host_delay());
         let rtt = (self.min_rtt_ns + hold).max(self.median_srtt_ns / 2);
         let bdp = mul_div(bw, rtt, 1_000_000_000).min(u128::from(u64::MAX)) as u64;
-        bdp.saturating_mul(gain).max(self.min_window)
+        // Plus the acks' aggregation, unless a receiver credit bounds the
+        // flight (an incast: the receiver sizes it to its buffer).
+        let extra = if self.receiver_limited {
+            0
+        } else {
+            self.extra_acked
+        };
+        bdp.saturating_mul(gain)
+            .saturating_add(extra)
+            .max(self.min_window)
     }
 
     fn pacing_rate(&self) -> Option<u64> {
