@@ -410,6 +410,22 @@ impl Peer {
                     && slot.sends == 1
             });
             if let Some((psn, _)) = found {
+                // Not before it is late: a fast path would have had it acked
+                // by now. A path's srtt rests on few samples when a ping-pong
+                // sprays one packet per round trip over many paths, and one
+                // sample from a descheduled host (ms where the fabric takes
+                // µs) makes a path look slow: a copy at once was a duplicate
+                // (70 of 1305 packets of an IMB PingPong across two hosts).
+                let late_at =
+                    self.tx.slot(psn).sent + Duration::from_nanos(median + ctx.p.ack_delay_ns);
+                if now < late_at {
+                    let at = self
+                        .timers
+                        .get(Timer::Loss)
+                        .map_or(late_at, |t| t.min(late_at));
+                    self.timers.set(Timer::Loss, at);
+                    return false;
+                }
                 let rtt = self.rtt_ns();
                 self.paths.paths[pi].probe_unanswered(now, rtt);
                 ctx.stats.tail_hedges += 1;
