@@ -16,8 +16,9 @@ use crate::time::Instant;
 const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
 /// A flowlet is what the pacing rate sends in this long, at most, ns.
 const FLOWLET_NS: u64 = 100_000;
-/// Shorter flowlets are single packets (slow flows spray packet by packet).
-const FLOWLET_MIN: u32 = 16;
+/// Flowlets shorter than this are single packets, bytes (a pacing rate
+/// below about 1.8 Gbit/s).
+const FLOWLET_MIN_BYTES: u128 = 22_000;
 use crate::wire::srd::{
     flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
 };
@@ -189,13 +190,12 @@ impl Peer {
             return 1;
         };
         let bytes = mul_div(rate, FLOWLET_NS, 1_000_000_000);
-        let n = (bytes / p.max_payload.max(1) as u128).min(u128::from(p.flowlet)) as u32;
-        // Below a few packets a flowlet saves little and only reorders.
-        if n < FLOWLET_MIN {
-            1
-        } else {
-            n
+        // A slow flow sprays packet by packet: there a flowlet saves little
+        // CPU and only queues on paths slower than the host.
+        if bytes < FLOWLET_MIN_BYTES {
+            return 1;
         }
+        (bytes / p.max_payload.max(1) as u128).clamp(1, u128::from(p.flowlet)) as u32
     }
 
     /// The next packet for this peer, written into `buf`.
