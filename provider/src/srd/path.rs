@@ -157,10 +157,13 @@ impl Path {
         }
     }
 
-    /// Fold in one RTT sample.
-    pub fn on_rtt(&mut self, sample_ns: u64) {
+    /// Fold in one RTT sample; `for_min`: it may lower the min RTT (the
+    /// receiver's hold of it was short, so little error could hide in it).
+    pub fn on_rtt(&mut self, sample_ns: u64, for_min: bool) {
         let s = sample_ns.max(1);
-        self.min_rtt_ns = self.min_rtt_ns.min(s);
+        if for_min {
+            self.min_rtt_ns = self.min_rtt_ns.min(s);
+        }
         if self.srtt_ns == 0 {
             self.srtt_ns = s;
             self.rttvar_ns = s / 2;
