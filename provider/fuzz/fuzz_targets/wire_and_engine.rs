@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let local: SocketAddr = "10.0.0.1:5000".parse().expect("literal");
     let from: SocketAddr = "10.0.0.2:5003".parse().expect("literal");
     let mut cfg = Config::new(EpMode::Rdm, local);
-    cfg.epoch = 9;
+    cfg.nonce = 9;
     let mut e: Engine<Vec<u8>> = Engine::new(cfg);
     let recv = RecvOp {
         src: None,

@@ -12,6 +12,7 @@ mod pool;
 mod recv;
 mod rx;
 mod send;
+mod session;
 mod stats;
 mod timer;
 mod tx;
@@ -82,6 +83,10 @@ pub struct Srd {
     extra_turn: (u32, Instant),
     /// Datagrams ever queued (see `queued_total`).
     queued_total: u64,
+    /// Keys, our nonce and the stateless replies (see `session.rs`).
+    sess: session::Sessions,
+    /// Most peers a remote handshake may add (`Config::max_peers`).
+    max_peers: usize,
 }
 
 impl Srd {
@@ -92,7 +97,7 @@ impl Srd {
             .clamp(HEADER_LEN + 1, HEADER_LEN + usize::from(u16::MAX))
             - HEADER_LEN;
         let p = Params {
-            epoch: cfg.epoch.max(1),
+            nonce: cfg.nonce.max(1),
             port: cfg.local.port(),
             paths: cfg.paths.clamp(1, 64),
             local_paths: cfg.local_paths.clamp(1, cfg.paths.clamp(1, 64)),
@@ -117,6 +122,8 @@ impl Srd {
             ..SrdStats::default()
         };
         Srd {
+            sess: session::Sessions::new(cfg.nonce, cfg.secret, cfg.stateless_per_sec),
+            max_peers: cfg.max_peers.max(1) as usize,
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
@@ -142,6 +149,7 @@ impl Srd {
         let id = PeerId(self.peers.len() as u32);
         self.peers.push(Peer::new(id, addr, &self.p));
         self.by_addr.insert(addr, id);
+        self.stats.peers = self.peers.len() as u64;
         self.activate(id.0 as usize);
         id
     }
@@ -249,6 +257,10 @@ impl Srd {
             if peer.timers.due(Timer::Rto, now) {
                 peer.on_rto_timer(&mut ctx, now);
             }
+            if peer.timers.due(Timer::Handshake, now) {
+                peer.timers.stop(Timer::Handshake);
+                peer.on_handshake_timer();
+            }
             if peer.timers.due(Timer::Credit, now) {
                 // Held at 0 credit too long: probe (poll_transmit re-arms).
                 peer.timers.stop(Timer::Credit);
@@ -264,6 +276,9 @@ impl Srd {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if buf.len() < HEADER_LEN + self.p.max_payload {
             return None;
+        }
+        if let Some(t) = self.poll_stateless(buf) {
+            return Some(t);
         }
         self.update_credit(now);
         // From the cursor to the last peer, then from the first to the cursor.
@@ -290,11 +305,7 @@ impl Srd {
                 peer.tx.last_progress = now;
                 peer.update_timers(ctx.p);
             }
-            let reset = peer.reset_pending;
             if let Some(t) = peer.poll_transmit(&mut ctx, now, buf) {
-                if reset {
-                    ctx.stats.tx_resets += 1;
-                }
                 self.cursor = (i + 1) % n;
                 return Some(t);
             }
@@ -470,6 +481,11 @@ impl Srd {
         let mut buf = self.pool.take();
         fill(&mut buf[..head_len]);
         self.activate(i);
+        if self.peers[i].remote_nonce == 0 {
+            // No session yet: the datagram waits for the handshake (one
+            // round trip), then leaves at once.
+            self.handshake(i);
+        }
         let peer = &mut self.peers[i];
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
