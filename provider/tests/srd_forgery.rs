@@ -246,6 +246,11 @@ fn forged_first_packets_create_no_state() {
         s.stateless_dropped, s.peers
     );
     assert_eq!(s.peers, 0, "a forged packet created a peer");
+    assert!(
+        srd.peer_memory() < 4096,
+        "{} B of peer table",
+        srd.peer_memory()
+    );
     let hellos = (0..total).filter(|k| k % 6 == 5).count() as u64;
     assert_eq!(
         s.rx_no_session + s.rx_bad_token,

@@ -9,6 +9,7 @@ mod path;
 mod peer;
 mod place;
 mod pool;
+mod reclaim;
 mod recv;
 mod rx;
 mod send;
@@ -87,6 +88,12 @@ pub struct Srd {
     sess: session::Sessions,
     /// Most peers a remote handshake may add (`Config::max_peers`).
     max_peers: usize,
+    /// A peer idle this long gives its state back (`Config::peer_idle_timeout`), ns.
+    idle_ns: u64,
+    /// When idle peers are next looked for (`None`: no peer holds state).
+    next_sweep: Option<Instant>,
+    /// A peer was used since the sweep was last armed.
+    sweep_wanted: bool,
 }
 
 impl Srd {
@@ -124,6 +131,9 @@ impl Srd {
         Srd {
             sess: session::Sessions::new(cfg.nonce, cfg.secret, cfg.stateless_per_sec),
             max_peers: cfg.max_peers.max(1) as usize,
+            idle_ns: (cfg.peer_idle_timeout.as_nanos() as u64).max(1),
+            next_sweep: None,
+            sweep_wanted: false,
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
@@ -224,6 +234,9 @@ impl Srd {
 
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
+        }
         let mut at = 0;
         while let Some(i) = self.next_active(at) {
             at = i + 1;
@@ -280,6 +293,9 @@ impl Srd {
         if let Some(t) = self.poll_stateless(buf) {
             return Some(t);
         }
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
+        }
         self.update_credit(now);
         // From the cursor to the last peer, then from the first to the cursor.
         let start = self.cursor.min(self.peers.len());
@@ -306,7 +322,9 @@ impl Srd {
                 peer.update_timers(ctx.p);
             }
             if let Some(t) = peer.poll_transmit(&mut ctx, now, buf) {
+                peer.last_active = now;
                 self.cursor = (i + 1) % n;
+                self.arm_sweep(now);
                 return Some(t);
             }
             if peer.quiescent() {
@@ -317,7 +335,11 @@ impl Srd {
         None
     }
 
-    /// When `handle_timeout` must next be called (includes pacing release times).
+    /// When `handle_timeout` must next be called (includes pacing release
+    /// times). The idle-peer sweep is not a deadline of its own: it runs
+    /// from the next `handle_timeout` or `handle_datagram` after it is due,
+    /// so an endpoint with nothing to do is never woken for it (its memory
+    /// does not grow while it sleeps).
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Peers off the active list have no timer armed.
         let mut at = 0;
@@ -486,7 +508,9 @@ impl Srd {
             // round trip), then leaves at once.
             self.handshake(i);
         }
+        self.sweep_wanted = true;
         let peer = &mut self.peers[i];
+        peer.reclaimed = false;
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
             // busy; `send` has no clock, so the next poll stamps it.

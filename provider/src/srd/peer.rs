@@ -109,6 +109,10 @@ pub struct Peer {
     pub hs_due: bool,
     /// When a RESET last made us check the session (rate limit).
     pub last_verify: Option<Instant>,
+    /// Holds no state worth reclaiming (new, or reclaimed, and unused since).
+    pub reclaimed: bool,
+    /// When a packet last came from it or went to it.
+    pub last_active: Instant,
     /// Send state.
     pub tx: Tx,
     /// Receive state.
@@ -233,6 +237,8 @@ impl Peer {
             hs: None,
             hs_due: false,
             last_verify: None,
+            reclaimed: true,
+            last_active: Instant::ZERO,
             tx: Tx::new(p.unscheduled),
             rx: Rx::new(),
             paths: PathSet::new(if addr.ip().is_loopback() || addr.ip() == p.local_ip {

@@ -288,6 +288,9 @@ impl Srd {
         data: &'a [u8],
     ) -> Option<(PeerId, &'a [u8])> {
         self.stats.rx_packets += 1;
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
+        }
         let parsed = Packet::new_checked(data).and_then(|p| Repr::parse(&p).map(|r| (p, r)));
         let Ok((pkt, h)) = parsed else {
             self.stats.rx_malformed += 1;
@@ -316,10 +319,14 @@ impl Srd {
         // Nothing below runs for a packet without a valid session token.
         let id = self.admit_packet(now, addr, &h)?;
         self.activate(id.0 as usize);
+        self.sweep_wanted = true;
+        self.arm_sweep(now);
         if h.ty == PacketType::Data || h.ty == PacketType::Probe {
             self.update_credit(now);
         }
         let (peer, mut ctx) = self.split(id.0 as usize);
+        peer.reclaimed = false;
+        peer.last_active = now;
         // An ACK flagged ACK_NOW answers a PROBE of ours (see
         // `Peer::on_rto_timer`).
         peer.ack_answers_probe = h.ty == PacketType::Ack && h.flags & flags::ACK_NOW != 0;
