@@ -10,10 +10,13 @@
 //! no application call for `FI_SPRAY_ASSIST_US` (default 1000 µs), this thread
 //! progresses it: it sleeps in ppoll on the idle endpoints' sockets, never past
 //! their next engine timer, and takes an endpoint's lock only with `try_lock`.
+//! The provider's cleanup stops it (see `shutdown` for exit from any thread).
 
+use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -58,12 +61,44 @@ pub fn register(ep: &Arc<EpCore>) {
     }
 }
 
+/// How long `shutdown` waits for the thread to finish, at most.
+const JOIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// Stop the thread (provider cleanup, before libfabric unloads us).
+///
+/// libfabric runs cleanup from its destructor, on whichever thread called
+/// `exit()`, possibly from a signal handler; so this never joins the calling
+/// thread, never blocks on a lock the interrupted code may hold, and never
+/// waits without bound.
 pub fn shutdown() {
     ASSIST.stop.store(true, Ordering::Release);
-    if let Some(h) = ASSIST.thread.lock().take() {
-        let _ = h.join();
+    // A handler may have interrupted `register` on this very thread, with the
+    // lock held: wait briefly, never for good.
+    let Some(mut slot) = ASSIST.thread.try_lock_for(Duration::from_millis(100)) else {
+        return;
+    };
+    let Some(h) = slot.take() else { return };
+    drop(slot);
+    // Compared by pthread id: at exit the calling thread's Rust thread-locals
+    // (`thread::current`) may already be gone.
+    // SAFETY: pthread_self and pthread_equal have no preconditions.
+    if unsafe { libc::pthread_equal(h.as_pthread_t(), libc::pthread_self()) } != 0 {
+        // A signal handler called exit() on the assist thread itself: it never
+        // returns into `run`. Joining it here would be joining ourselves
+        // (EDEADLK, a panic). Dropping the handle detaches it.
+        return;
     }
+    let start = Instant::now();
+    while !h.is_finished() {
+        if start.elapsed() > JOIN_LIMIT {
+            // It waits for a lock that the thread now exiting holds (a handler
+            // interrupted it inside an endpoint call) and will never get it.
+            log::warn("the progress assist thread did not stop; leaving it");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = h.join();
 }
 
 fn run() {

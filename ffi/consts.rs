@@ -149,6 +149,8 @@ pub mod err {
     pub const EOTHER: i32 = -(sys::FI_EOTHER as i32);
     pub const ECANCELED: i32 = -(sys::FI_ECANCELED as i32);
     pub const ENOENT: i32 = -(sys::FI_ENOENT as i32);
+    pub const EBADFLAGS: i32 = -(sys::FI_EBADFLAGS as i32);
+    pub const ENOCQ: i32 = -(sys::FI_ENOCQ as i32);
     /// Positive codes for `fi_cq_err_entry.err`.
     pub const POS_ETRUNC: i32 = sys::FI_ETRUNC as i32;
     pub const POS_ECANCELED: i32 = sys::FI_ECANCELED as i32;

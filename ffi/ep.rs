@@ -181,6 +181,7 @@ pub unsafe extern "C" fn endpoint_open(
             max_datagram,
             inject_size: lim.inject_size.min(max_msg),
             directed_recv: (i.caps | rx.map_or(0, |r| r.caps)) & FI_DIRECTED_RECV != 0,
+            caps: i.caps,
         };
         let mut state = EpState::new(setup, socks);
         let rdm = ep_type == FI_EP_RDM;

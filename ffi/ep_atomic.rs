@@ -14,7 +14,7 @@ use crate::ep::with_state;
 use crate::ep_state::{EpState, Errno};
 use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
-use crate::{iface, sys};
+use crate::{check, iface, sys};
 
 /// `-FI_EOPNOTSUPP`: a datatype / operation spray does not offer.
 pub const EOPNOTSUPP: c_int = -(sys::FI_EOPNOTSUPP as c_int);
@@ -404,6 +404,9 @@ unsafe fn msg_call(
     call: AtomicCall,
 ) -> isize {
     with_state(ep, |st| {
+        if let Err(e) = check::flags(flags, check::TX_FLAGS) {
+            return e;
+        }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;

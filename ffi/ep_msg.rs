@@ -5,7 +5,7 @@ use std::os::raw::c_void;
 
 use crate::consts::*;
 use crate::ep::with_state;
-use crate::sys;
+use crate::{check, sys};
 
 /// The endpoint's `fi_ops_msg`.
 pub static MSG_OPS: sys::fi_ops_msg = sys::fi_ops_msg {
@@ -62,6 +62,9 @@ unsafe extern "C" fn recvv(
 
 unsafe extern "C" fn recvmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
     with_state(ep, |st| {
+        if let Err(e) = check::flags(flags, check::RX_FLAGS) {
+            return e;
+        }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;
@@ -124,6 +127,9 @@ unsafe extern "C" fn sendv(
 
 unsafe extern "C" fn sendmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
     with_state(ep, |st| {
+        if let Err(e) = check::flags(flags, check::TX_FLAGS) {
+            return e;
+        }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;

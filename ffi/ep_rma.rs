@@ -13,7 +13,7 @@ use crate::ep::with_state;
 use crate::ep_msg::iov1;
 use crate::ep_state::{op_result, pos_err, EpState, Errno};
 use crate::io::buf::FfiBuf;
-use crate::sys;
+use crate::{check, sys};
 
 /// The endpoint's `fi_ops_rma` (RDM endpoints).
 pub static RMA_OPS: sys::fi_ops_rma = sys::fi_ops_rma {
@@ -65,6 +65,9 @@ impl EpState {
             Ok(p) => p,
             Err(e) => return e,
         };
+        if let Err(e) = self.check_source(&buf) {
+            return e;
+        }
         let fetch = matches!(
             kind,
             RmaKind::FetchAtomic { .. } | RmaKind::CompareAtomic { .. }
@@ -304,6 +307,9 @@ unsafe extern "C" fn readv(
 /// `fi_readmsg` / `fi_writemsg`.
 fn msg_call(ep: *mut sys::fid_ep, msg: *const sys::fi_msg_rma, flags: u64, write: bool) -> isize {
     with_state(ep, |st| {
+        if let Err(e) = check::flags(flags, check::TX_FLAGS) {
+            return e;
+        }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;

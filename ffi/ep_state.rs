@@ -17,10 +17,10 @@ use crate::cq::{CqCore, Entry, ErrEntry};
 use crate::eq::EqCore;
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
-use crate::io::driver::Io;
+use crate::io::driver::{Io, Offloads};
 use crate::io::sock::Sockets;
 use crate::mr::{MrTable, MrTarget};
-use crate::{log, params};
+use crate::{check, log, params};
 
 /// Rounds of `recvmmsg` per progress call (bounds the time one call takes).
 const RX_ROUNDS: usize = 5;
@@ -42,6 +42,8 @@ pub struct EpSetup {
     /// `FI_DIRECTED_RECV` was granted: receives honour their source address
     /// (without it the address is ignored, as libfabric specifies).
     pub directed_recv: bool,
+    /// The endpoint's capabilities (`fi_info.caps`): which CQs enable requires.
+    pub caps: u64,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -228,6 +230,25 @@ impl EpState {
         if self.run.is_some() {
             return Ok(());
         }
+        // fi_endpoint(3): an endpoint that sends needs a CQ for transmit
+        // completions, even with successful ones suppressed, so that failures
+        // are reported; one that receives needs a receive CQ. Counters alone
+        // do not do (as prov/tcp, udp, shm, rxm answer).
+        let caps = self.setup.caps;
+        let missing = if check::needs_tx_cq(caps) && self.tx_cq.is_none() {
+            Some("transmit")
+        } else if check::needs_rx_cq(caps) && self.rx_cq.is_none() {
+            Some("receive")
+        } else {
+            None
+        };
+        if let Some(which) = missing {
+            log::warn(&format!(
+                "endpoint {}: fi_enable without a {which} CQ (caps {caps:#x})",
+                self.local
+            ));
+            return Err(err::ENOCQ as isize);
+        }
         let Some(socks) = self.socks.take() else {
             return Err(err::EOPBADSTATE as isize);
         };
@@ -250,7 +271,11 @@ impl EpState {
             engine.set_rma_target(Box::new(MrTarget(t.clone())));
         }
         let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
-        let io = Io::new(socks.fds, self.setup.max_datagram, batch);
+        let offloads = Offloads {
+            gso: params::int_or("gso", 1, 0, 1) == 1,
+            gro: params::int_or("gro", 1, 0, 1) == 1,
+        };
+        let io = Io::new(socks.fds, self.setup.max_datagram, batch, offloads);
         let place = params::int_or("rx_place", 1, 0, 1) == 1;
         self.run = Some(Running {
             engine,
@@ -346,6 +371,9 @@ impl EpState {
         let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else {
             return err::EINVAL as isize;
         };
+        if let Err(e) = self.check_source(&buf) {
+            return e;
+        }
         let buf = if flags & FI_INJECT != 0 {
             match self.inject_copy(buf) {
                 Ok(b) => b,
@@ -381,6 +409,19 @@ impl EpState {
         op_result(rc)
     }
 
+    /// A buffer data leaves from (send, RMA source or destination): at most
+    /// `max_msg_size` bytes (`-FI_EMSGSIZE`) of memory that can exist (`-FI_EINVAL`).
+    pub(crate) fn check_source(&self, buf: &FfiBuf) -> Result<(), Errno> {
+        let max = self.run.as_ref().map_or(0, |r| r.engine.max_msg_size());
+        if buf.len() > max {
+            return Err(err::EMSGSIZE as isize);
+        }
+        if !check::addressable(buf) {
+            return Err(err::EINVAL as isize);
+        }
+        Ok(())
+    }
+
     /// Post a receive (`src` = `FI_ADDR_UNSPEC` for any sender).
     ///
     /// # Safety
@@ -410,12 +451,20 @@ impl EpState {
         let Some(buf) = (unsafe { FfiBuf::from_iov(iov, count) }) else {
             return err::EINVAL as isize;
         };
+        if !check::addressable(&buf) {
+            return err::EINVAL as isize;
+        }
         let rflags = RecvFlags {
             peek: flags & FI_PEEK != 0,
             claim: flags & FI_CLAIM != 0,
             discard: flags & FI_DISCARD != 0,
             multi_recv: flags & FI_MULTI_RECV != 0 && tag.is_none(),
         };
+        if rflags.multi_recv && buf.len() == 0 {
+            // A buffer that holds no message would be released at once, or
+            // never: either way nothing sensible can come of it.
+            return err::EINVAL as isize;
+        }
         if rflags.multi_recv {
             self.multi_bases.insert(context, buf.base() as usize);
         }
@@ -453,12 +502,27 @@ impl EpState {
     /// The last ACK we sent may have been lost; a peer then resends its last
     /// packet and waits for an ACK that a closed endpoint would never give (as
     /// TCP's TIME_WAIT). Also gives our own last packets their retransmissions.
+    ///
+    /// The quiet time is at least three retransmission timeouts towards the
+    /// slowest peer (at most 1 s): a peer whose last packet we acknowledged
+    /// resends it only after its timeout, and again after twice that if the
+    /// answer is lost too. 10 ms alone let an MPI rank exit before its
+    /// peer's resend under 1 % loss; the peer then waited out its unreachable
+    /// timeout and failed `MPI_Finalize`.
     pub fn linger(&mut self) {
-        let quiet_ns = params::int_or("linger_ms", 10, 0, 10_000) as u64 * 1_000_000;
+        let linger_ns = params::int_or("linger_ms", 10, 0, 10_000) as u64 * 1_000_000;
         let Some(run) = &self.run else { return };
-        if quiet_ns == 0 || run.io.stats.rx_packets == 0 {
+        if linger_ns == 0 || run.io.stats.rx_packets == 0 {
             return;
         }
+        let rto_ns = run
+            .engine
+            .peer_stats()
+            .iter()
+            .map(|p| p.rto_ns)
+            .max()
+            .unwrap_or(0);
+        let quiet_ns = linger_ns.max((3 * rto_ns).min(LINGER_RTO_CAP_NS));
         let start = clock::now_ns();
         let (mut last_rx, mut seen) = (start, run.io.stats.rx_packets);
         loop {
@@ -676,6 +740,9 @@ pub(crate) fn op_result(rc: Result<(), OpError>) -> Errno {
     }
 }
 
+/// Most quiet time `linger` waits for on account of peers' timeouts, ns.
+const LINGER_RTO_CAP_NS: u64 = 1_000_000_000;
+
 /// Engine configuration for an endpoint at `local` from the FI_SPRAY_* parameters.
 fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) -> Config {
     let mut cfg = Config::new(mode, SocketAddr::V4(local));
@@ -713,6 +780,7 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     cfg.max_unexpected_bytes =
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
+    cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
     crate::identity::fill(&mut cfg);
     cfg
 }

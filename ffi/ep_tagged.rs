@@ -5,7 +5,7 @@ use std::os::raw::c_void;
 use crate::consts::*;
 use crate::ep::with_state;
 use crate::ep_msg::iov1;
-use crate::sys;
+use crate::{check, sys};
 
 /// The endpoint's `fi_ops_tagged`.
 pub static TAGGED_OPS: sys::fi_ops_tagged = sys::fi_ops_tagged {
@@ -73,6 +73,9 @@ unsafe extern "C" fn trecvmsg(
     flags: u64,
 ) -> isize {
     with_state(ep, |st| {
+        if let Err(e) = check::flags(flags, check::TAGGED_RX_FLAGS) {
+            return e;
+        }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;
@@ -145,6 +148,9 @@ unsafe extern "C" fn tsendmsg(
     flags: u64,
 ) -> isize {
     with_state(ep, |st| {
+        if let Err(e) = check::flags(flags, check::TX_FLAGS) {
+            return e;
+        }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;

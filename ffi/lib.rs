@@ -12,6 +12,7 @@
 pub mod addr;
 pub mod assist;
 pub mod av;
+pub mod check;
 pub mod cntr;
 pub mod consts;
 pub mod cq;

@@ -18,7 +18,7 @@ use crate::domain::{self, Domain};
 use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::obj::{self, FiObject};
-use crate::{guard, nosys, sys};
+use crate::{check, guard, nosys, sys};
 
 /// `-FI_ENOKEY`: a requested key is already in use.
 pub const ENOKEY: c_int = -(sys::FI_ENOKEY as c_int);
@@ -212,12 +212,25 @@ unsafe impl FiObject for Mr {
     }
 }
 
-/// Register `segs` with the domain `dom` and hand out an MR object.
+/// True when every piece lies inside the address space (no wrap past its end)
+/// and the whole is at most `isize::MAX` bytes: a `SIZE_MAX` length is not memory.
+fn addressable(segs: &[(usize, usize)]) -> bool {
+    let mut total = 0usize;
+    segs.iter().all(|&(base, len)| {
+        total = total.saturating_add(len);
+        base.checked_add(len).is_some() && total <= isize::MAX as usize
+    })
+}
+
+/// Register `segs` with the domain `dom` and hand out an MR object (`flags`
+/// as passed to `fi_mr_reg*`: none is supported).
+#[allow(clippy::too_many_arguments)]
 fn new_mr(
     dom: *mut sys::fid,
     segs: &[(usize, usize)],
     access: u64,
     requested_key: u64,
+    flags: u64,
     mr: *mut *mut sys::fid_mr,
     context: *mut c_void,
 ) -> c_int {
@@ -225,8 +238,11 @@ fn new_mr(
     let Some(d) = (unsafe { domain::get(dom as *mut sys::fid_domain) }) else {
         return err::EINVAL;
     };
-    if mr.is_null() {
+    if mr.is_null() || !addressable(segs) {
         return err::EINVAL;
+    }
+    if flags & !check::MR_FLAGS != 0 {
+        return err::EBADFLAGS;
     }
     // Only regions peers may access take a key in the table: local-only
     // registrations (FI_SEND / FI_RECV / FI_READ / FI_WRITE) need no unique key,
@@ -293,7 +309,7 @@ unsafe extern "C" fn reg(
     access: u64,
     _offset: u64,
     requested_key: u64,
-    _flags: u64,
+    flags: u64,
     mr: *mut *mut sys::fid_mr,
     context: *mut c_void,
 ) -> c_int {
@@ -303,6 +319,7 @@ unsafe extern "C" fn reg(
             &[(buf as usize, len)],
             access,
             requested_key,
+            flags,
             mr,
             context,
         )
@@ -316,7 +333,7 @@ unsafe extern "C" fn regv(
     access: u64,
     _offset: u64,
     requested_key: u64,
-    _flags: u64,
+    flags: u64,
     mr: *mut *mut sys::fid_mr,
     context: *mut c_void,
 ) -> c_int {
@@ -325,19 +342,23 @@ unsafe extern "C" fn regv(
         let Some(segs) = (unsafe { segs_of(iov, count) }) else {
             return err::EINVAL;
         };
-        new_mr(fid, &segs, access, requested_key, mr, context)
+        new_mr(fid, &segs, access, requested_key, flags, mr, context)
     })
 }
 
 unsafe extern "C" fn regattr(
     fid: *mut sys::fid,
     attr: *const sys::fi_mr_attr,
-    _flags: u64,
+    flags: u64,
     mr: *mut *mut sys::fid_mr,
 ) -> c_int {
     guard::int(|| {
         if attr.is_null() {
             return err::EINVAL;
+        }
+        if flags & !check::MR_FLAGS != 0 {
+            // Before reading the iovecs: with FI_MR_DMABUF they are not iovecs.
+            return err::EBADFLAGS;
         }
         // SAFETY: attr is valid; we read only the leading fields, whose layout is
         // the same in every libfabric version (1.x and 2.x only appended / unioned later ones).
@@ -346,7 +367,7 @@ unsafe extern "C" fn regattr(
         let Some(segs) = (unsafe { segs_of(a.mr_iov, a.iov_count) }) else {
             return err::EINVAL;
         };
-        new_mr(fid, &segs, a.access, a.requested_key, mr, a.context)
+        new_mr(fid, &segs, a.access, a.requested_key, flags, mr, a.context)
     })
 }
 

@@ -152,9 +152,10 @@ pub fn line(
     );
     let _ = write!(
         o,
-        ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{},\"rx_guessed\":{},\"rx_guess_missed\":{}}}",
+        ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{},\"rx_guessed\":{},\"rx_guess_missed\":{},\"tx_gso_sends\":{},\"tx_gso_packets\":{},\"tx_gso_fallbacks\":{},\"rx_gro_datagrams\":{},\"rx_gro_packets\":{}}}",
         io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed,
-        io.rx_guessed, io.rx_guess_missed
+        io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
+        io.rx_gro_datagrams, io.rx_gro_packets
     );
     let fields: [(&str, u64); 45] = [
         ("tx_packets", s.tx_packets),

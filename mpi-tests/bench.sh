@@ -3,27 +3,49 @@
 # over a baseline provider (tcp) in the same run, repetitions interleaved, median of N;
 # prints a markdown table with ratios and writes results/mpi-bench-<date>.md.
 #
-# usage: mpi-tests/bench.sh [-n RUNS] [-m "MPI..."] [-p "PROV BASELINE"] [-q]
+# usage: mpi-tests/bench.sh [-n RUNS] [-m "MPI..."] [-p "PROV BASELINE"] [-q] [-H [-U]]
 #   -n RUNS   repetitions per combination (default 3; median reported)
 #   -m MPIS   default "ompi4 ompi5 mpich impi" (unavailable ones are left out)
 #   -p PROVS  providers, first is measured, second the baseline (default "spray tcp")
 #   -q        quick: fewer iterations (for a smoke check of the script itself)
+#   -H        across hosts: rank 0 on host 0, rank 1 on host 1 of scripts/hosts.sh
+#             (over the ECMP fabric; see run.sh -H), providers on h0
+#   -U        with -H: bring the testbed up (scripts/hosts.sh up 2 $MPI_HOSTS_UP_ARGS,
+#             e.g. MPI_HOSTS_UP_ARGS="--mtu 9000") and down at the end
 # env: PROVDIR as for run.sh (spray defaults to <repo>/build), LAUNCH_TIMEOUT,
 #      BW_MAX (largest bandwidth size in bytes, default 1048576),
-#      FI_SPRAY_IFACE (default lo, as tcp gets FI_TCP_IFACE=lo in lib.sh).
+#      FI_SPRAY_IFACE (default lo, as tcp gets FI_TCP_IFACE=lo in lib.sh; h0 with -H),
+#      SPRAY_HOSTS_PREFIX (with -H, default sprh-).
 set -u
 . "$(dirname "$0")/lib.sh"
 
-RUNS=3 MPIS="ompi4 ompi5 mpich impi" PROVS="spray tcp" QUICK=0
-while getopts "n:m:p:qh" o; do
+RUNS=3 MPIS="ompi4 ompi5 mpich impi" PROVS="spray tcp" QUICK=0 UP=0
+MPI_HOSTS=0
+while getopts "n:m:p:qHUh" o; do
     case $o in
     n) RUNS=$OPTARG ;;
     m) MPIS=$OPTARG ;;
     p) PROVS=$OPTARG ;;
     q) QUICK=1 ;;
-    *) sed -n '2,14p' "$0"; exit 2 ;;
+    H) MPI_HOSTS=2 ;;
+    U) UP=1 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
     esac
 done
+where="2 ranks on one machine ($(nproc) cores)"
+if [ "$MPI_HOSTS" -gt 0 ]; then
+    if [ $UP = 1 ]; then
+        trap 'bash "$HOSTS_SH" down' EXIT
+        trap 'exit 143' TERM
+        trap 'exit 130' INT
+        # shellcheck disable=SC2086 # a list of options on purpose
+        bash "$HOSTS_SH" up 2 ${MPI_HOSTS_UP_ARGS:-} >&2 || { echo "bench.sh: scripts/hosts.sh up failed" >&2; exit 2; }
+    fi
+    why=$(hosts_missing 2)
+    [ -z "$why" ] || { echo "bench.sh: -H: $why" >&2; exit 2; }
+    export FI_SPRAY_IFACE=h0
+    where="2 ranks on 2 hosts (namespaces $SPRAY_HOSTS_PREFIX""h0, h1 on one $(nproc)-core machine) over $(bash "$HOSTS_SH" get LINKS) ECMP links, MTU $(bash "$HOSTS_SH" get MTU), rate $(bash "$HOSTS_SH" get RATE), offloads $(bash "$HOSTS_SH" get OFFLOADS)"
+fi
 [[ $RUNS =~ ^[1-9][0-9]?$ ]] || { echo "bench.sh: -n must be 1..99" >&2; exit 2; }
 read -r P1 P2 <<<"$PROVS"
 P2=${P2:-tcp}
@@ -75,7 +97,11 @@ export FI_SPRAY_IFACE=${FI_SPRAY_IFACE:-lo}
 RAW=$(mktemp)
 LOGDIR=$MT_DIR/logs
 mkdir -p "$LOGDIR"
-trap 'rm -f "$RAW"' EXIT
+if [ "$MPI_HOSTS" -gt 0 ] && [ $UP = 1 ]; then
+    trap 'rm -f "$RAW"; bash "$HOSTS_SH" down' EXIT
+else
+    trap 'rm -f "$RAW"' EXIT
+fi
 avail=()
 for m in $MPIS; do
     why=$(mpi_missing "$m")
@@ -88,6 +114,8 @@ for m in $MPIS; do
 done
 [ ${#avail[@]} -gt 0 ] || { echo "bench.sh: no MPI available (mpi-tests/setup.sh)" >&2; exit 2; }
 
+HTAG=""
+[ "$MPI_HOSTS" -gt 0 ] && HTAG=-hosts
 t_start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for m in "${avail[@]}"; do
@@ -97,9 +125,10 @@ for m in "${avail[@]}"; do
             mpi_launch "$m" "$p" "$(provdir_for "$p")" 2
             for kind in LAT BW; do
                 if [ $kind = LAT ]; then args=("${LAT[@]}"); else args=("${BW[@]}"); fi
-                log=$LOGDIR/bench-$m-$p-$kind-$r.log
+                log=$LOGDIR/bench-$m-$p-$kind-$r$HTAG.log
                 "${LAUNCH[@]}" "$BIN_DIR/osu" "${args[@]}" >"$log" 2>&1 </dev/null
                 rc=$?
+                [ "$MPI_HOSTS" -gt 0 ] && hosts_reap 2 >/dev/null
                 if [ $rc -ne 0 ] || ! grep -aEq "$VERIFY_RE" "$log" || ! grep -aEq "$VERIFY2_RE" "$log" || grep -aEq "$REJECT_RE" "$log"; then
                     echo "# $m/$p $kind run $r FAILED (exit $rc), log $log" >&2
                     continue
@@ -115,10 +144,11 @@ date_tag=$(date -u +%Y-%m-%d)
 out_dir=$REPO/results
 mkdir -p "$out_dir"
 out=$out_dir/mpi-bench-$date_tag.md
+[ "$MPI_HOSTS" -gt 0 ] && out=$out_dir/mpi-bench-hosts-mtu$(bash "$HOSTS_SH" get MTU)-$date_tag.md
 {
     echo "# MPI OSU-style benchmark: $P1 vs $P2 ($(date -u '+%Y-%m-%d %H:%M UTC'))"
     echo
-    echo "2 ranks on one machine ($(nproc) cores), shared memory off, median of $RUNS runs"
+    echo "$where, shared memory off, median of $RUNS runs"
     echo "(FI_SPRAY_IFACE=$FI_SPRAY_IFACE; load average at start $load0, at end $(cut -d' ' -f1-3 /proc/loadavg))"
     echo "(runs interleaved $P1/$P2). Latency: half round trip in us (lower is better);"
     echo "bandwidth: window of ${BW[-1]} Isends + ack, MB/s = 1e6 B/s (higher is better)."

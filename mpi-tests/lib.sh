@@ -19,6 +19,61 @@ LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-240}
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# Hosts mode (run.sh -H N, bench.sh -H): the ranks run on N hosts of scripts/hosts.sh
+# (namespaces SPRAY_HOSTS_PREFIX h0.., default sprh-), placed round-robin (rank r on host
+# r mod N, so the pairs r, r^1 of the programs cross the fabric). The launcher runs in host 0
+# and starts the others through scripts/netns-rsh, each MPI with its own launcher; every
+# out-of-band, PMI and provider address is on h0, the host's only interface. 0 = off.
+MPI_HOSTS=${MPI_HOSTS:-0}
+HOSTS_SH=$REPO/scripts/hosts.sh
+RSH_AGENT=$REPO/scripts/netns-rsh
+export SPRAY_HOSTS_PREFIX=${SPRAY_HOSTS_PREFIX:-sprh-}
+
+# hosts_missing N -> prints why N testbed hosts cannot be used (empty if they can)
+hosts_missing() {
+    local n=$1
+    if [ "$(id -u)" -ne 0 ]; then echo "hosts mode needs root (network namespaces)"; return; fi
+    command -v ip >/dev/null || { echo "hosts mode needs iproute2 (ip netns)"; return; }
+    local have
+    have=$(bash "$HOSTS_SH" get N 2>/dev/null) ||
+        { echo "no testbed with prefix $SPRAY_HOSTS_PREFIX is up (scripts/hosts.sh up $n, or run.sh -U)"; return; }
+    [ "$have" -ge "$n" ] || echo "the testbed ($SPRAY_HOSTS_PREFIX) has $have hosts, $n wanted"
+}
+
+# hosts_list N [SEP] -> the first N host addresses joined by SEP (default ,)
+hosts_list() {
+    local i out=""
+    for i in $(seq 0 $(($1 - 1))); do out+="${out:+${2:-,}}$(bash "$HOSTS_SH" addr "$i")"; done
+    echo "$out"
+}
+
+# hosts_reap N -> kills what a launch left in the N hosts (everything there is ours: only
+# this harness starts processes in these namespaces); prints the pids
+hosts_reap() {
+    local i pids
+    for i in $(seq 0 $(($1 - 1))); do
+        pids=$(ip netns pids "$(bash "$HOSTS_SH" ns "$i")" 2>/dev/null | tr '\n' ' ')
+        [ -n "${pids// /}" ] || continue
+        echo -n "$pids"
+        # shellcheck disable=SC2086 # a list of pids
+        kill -KILL $pids 2>/dev/null
+    done
+}
+
+# fabric_snapshot -> packets so far on each ECMP link, both directions (JSON)
+fabric_snapshot() { bash "$HOSTS_SH" counters --json; }
+
+# fabric_delta BEFORE AFTER -> "TOTAL LINKS_USED l0=a/b l1=..." (packets r1->r2 / r2->r1 in
+# between; a link counts as used with at least 10 packets)
+fabric_delta() {
+    python3 -c '
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+d = {k: (b[k]["r1_to_r2"] - a[k]["r1_to_r2"], b[k]["r2_to_r1"] - a[k]["r2_to_r1"]) for k in b}
+print(sum(x + y for x, y in d.values()), sum(1 for x, y in d.values() if x + y >= 10),
+      " ".join("%s=%d/%d" % (k, x, y) for k, (x, y) in sorted(d.items())))' "$1" "$2"
+}
+
 # mpi_missing MPI -> prints why MPI cannot run here (empty if it can)
 mpi_missing() {
     case $1 in
@@ -62,13 +117,39 @@ mpi_launch() {
     local m=$1 prov=$2 pdir=$3 np=$4
     local fienv=(FI_PROVIDER="$prov")
     [ -n "$pdir" ] && fienv+=(FI_PROVIDER_PATH="$pdir")
+    local iface=lo nh=$MPI_HOSTS
+    [ "$nh" -gt 0 ] && iface=h0
+    if [ "$nh" -gt 0 ]; then
+        # every provider on the host's one interface; libfabric tcp's listening ports in
+        # the testbed's fault range, if it has one (hosts.sh up --tcp-ports), so that
+        # loss and bad links hit tcp's data as they hit spray's
+        fienv+=(FI_SPRAY_IFACE=h0)
+        [ "$prov" = tcp ] && fienv+=(FI_TCP_IFACE=h0)
+        local tp
+        tp=$(bash "$HOSTS_SH" get TCP_PORTS 2>/dev/null)
+        [ "$prov" = tcp ] && [ -n "$tp" ] && fienv+=(FI_TCP_PORT_LOW_RANGE="${tp%-*}" FI_TCP_PORT_HIGH_RANGE="${tp#*-}")
     # keep libfabric's tcp provider on loopback (OpenMPI 5's mtl ofi fails to start
     # with it; there tcp uses the host's own address, which stays on this machine)
-    [ "$prov" = tcp ] && [ "$m" != ompi5 ] && fienv+=(FI_TCP_IFACE=lo)
+    elif [ "$prov" = tcp ] && [ "$m" != ompi5 ]; then
+        fienv+=(FI_TCP_IFACE=lo)
+    fi
     local ompix=()
     local kv
     for kv in "${fienv[@]}"; do ompix+=(-x "$kv"); done
     local to=(timeout -k 10 "$LAUNCH_TIMEOUT")
+    # hosts mode: slots per host, and the launchers' remote-start and placement options
+    local slots=$(((np + nh - 1) / (nh > 0 ? nh : 1))) hostopts_ompi=() hostopts_hydra=() ompi_hosts
+
+    if [ "$nh" -gt 0 ]; then
+        # the launcher runs inside host 0, so that remote daemons connect back over the fabric
+        to+=(bash "$HOSTS_SH" exec 0)
+        ompi_hosts=$(hosts_list "$nh" ":$slots,"):$slots
+        # round-robin placement; no binding (each host believes it owns cores 0..: two
+        # bound ranks on different hosts would share core 0 of this machine)
+        hostopts_ompi=(--host "$ompi_hosts" --map-by node --bind-to none)
+        # hydra: -ppn 1 places ranks round-robin over the hosts
+        hostopts_hydra=(-hosts "$(hosts_list "$nh")" -ppn 1)
+    fi
     VERIFY2_RE='.'
     case $m in
     ompi4)
@@ -79,7 +160,8 @@ mpi_launch() {
             --mca btl_ofi_mode 0 --mca osc rdma)
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
             --mca mtl_ofi_provider_include "$prov" "${osc[@]}"
-            --mca oob_tcp_if_include lo --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+            --mca oob_tcp_if_include "$iface" --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+        [ "$nh" -gt 0 ] && LAUNCH+=("${hostopts_ompi[@]}" --mca plm_rsh_agent "$RSH_AGENT")
         # OMPI4_FABRIC_DIR=<dir>: load that libfabric.so.1 instead of Debian's 1.17
         [ -n "${OMPI4_FABRIC_DIR:-}" ] && LAUNCH+=(-x LD_LIBRARY_PATH="$OMPI4_FABRIC_DIR")
         VERIFY_RE='select: component cm selected'
@@ -94,8 +176,9 @@ mpi_launch() {
         # mode loads the wheel's libfabric 2.5.1.
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml ob1 --mca btl ofi,self
             --mca btl_ofi_provider_include "$prov" --mca btl_ofi_mode "${BTL_OFI_MODE:-1}"
-            --mca osc "${OMPI_BTL_OSC:-pt2pt}" --mca oob_tcp_if_include lo --mca bml_base_verbose 10 --mca btl_base_verbose 10
+            --mca osc "${OMPI_BTL_OSC:-pt2pt}" --mca oob_tcp_if_include "$iface" --mca bml_base_verbose 10 --mca btl_base_verbose 10
             -x LD_LIBRARY_PATH="$FABRIC2_DIR" "${ompix[@]}")
+        [ "$nh" -gt 0 ] && LAUNCH+=("${hostopts_ompi[@]}" --mca plm_rsh_agent "$RSH_AGENT")
         VERIFY_RE='Using ofi btl for send to'
         REJECT_RE='Using (vader|sm|tcp|uct|smcuda) btl'
         ;;
@@ -106,14 +189,18 @@ mpi_launch() {
             --mca mtl_ofi_provider_include "$prov" --mca btl ofi,self --mca btl_ofi_provider_include "$prov"
             --mca btl_ofi_mode "${BTL_OFI_MODE:-1}" --mca osc rdma
             --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+        # PRRTE (the launcher of OpenMPI 5) names its remote agent plm_ssh_agent
+        [ "$nh" -gt 0 ] && LAUNCH+=("${hostopts_ompi[@]}" --prtemca plm_ssh_agent "$RSH_AGENT"
+            --prtemca oob_tcp_if_include h0)
         VERIFY_RE='select: component cm selected'
         VERIFY2_RE='mtl\) Selected component \[ofi\]'
         REJECT_RE='select: component (ob1|ucx) selected' ;;
     mpich | mpi4py)
         local genv=()
         for kv in "${fienv[@]}"; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done
-        LAUNCH=("${to[@]}" "$VENV_MPICH/bin/mpiexec" -n "$np" -iface lo -genv MPIR_CVAR_CH4_NETMOD ofi
+        LAUNCH=("${to[@]}" "$VENV_MPICH/bin/mpiexec" -n "$np" -iface "$iface" -genv MPIR_CVAR_CH4_NETMOD ofi
             -genv MPIR_CVAR_NOLOCAL 1 -genv MPIR_CVAR_DEBUG_SUMMARY 1 "${genv[@]}")
+        [ "$nh" -gt 0 ] && LAUNCH+=(-launcher ssh -launcher-exec "$RSH_AGENT" "${hostopts_hydra[@]}")
         # mpi4py's extension finds libmpi through the RUNPATH of the venv it was
         # built in; a wheel reused from pip's cache may point at another venv.
         [ "$m" = mpi4py ] && LAUNCH+=(-genv LD_LIBRARY_PATH "$VENV_MPICH/lib" "$VENV_MPICH/bin/python")
@@ -124,9 +211,13 @@ mpi_launch() {
     impi)
         local fab=$DEB_FABRIC_DIR
         [ "$IMPI_FABRIC" = wheel ] && fab=$FABRIC2_DIR
+        local impienv=()
+        # hosts mode: hydra's ssh bootstrap through the agent; no pinning (each host would
+        # pin its first rank to core 0 of this one machine)
+        [ "$nh" -gt 0 ] && impienv=(I_MPI_HYDRA_BOOTSTRAP=ssh I_MPI_HYDRA_BOOTSTRAP_EXEC="$RSH_AGENT" I_MPI_PIN=0)
         LAUNCH=("${to[@]}" env PATH="$VENV_IMPI/bin:$PATH" LD_LIBRARY_PATH="$fab:$VENV_IMPI/lib"
-            I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt I_MPI_OFI_PROVIDER="$prov" I_MPI_HYDRA_IFACE=lo
-            I_MPI_DEBUG=5 "${fienv[@]}" "$VENV_IMPI/bin/mpirun" -n "$np")
+            I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt I_MPI_OFI_PROVIDER="$prov" I_MPI_HYDRA_IFACE="$iface"
+            I_MPI_DEBUG=5 "${impienv[@]}" "${fienv[@]}" "$VENV_IMPI/bin/mpirun" -n "$np" "${hostopts_hydra[@]}")
         VERIFY_RE="libfabric provider: $prov"
         VERIFY2_RE='MPI startup\(\): I_MPI_FABRICS=ofi$'
         REJECT_RE='I_MPI_FABRICS=shm|libfabric provider: (shm|psm3|verbs)' ;;

@@ -64,7 +64,7 @@ export SPRAY_TEST_SKIP_LOG="$skip_log"
 test_log="$SPRAY_ROOT/build/cargo-test.log"
 
 if command -v shellcheck >/dev/null 2>&1; then
-	step shellcheck shellcheck -x scripts/*.sh .ci/run
+	step shellcheck shellcheck -x scripts/*.sh scripts/netns-rsh .ci/run
 fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings

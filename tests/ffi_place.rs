@@ -12,6 +12,7 @@
 mod common;
 use common::fab::*;
 use common::pair::{pattern, Pair, Scattered};
+use common::stat_sum;
 
 use std::time::{Duration, Instant};
 
@@ -177,18 +178,47 @@ fn every_byte_of_every_receive_is_right() {
     let only: Option<u64> = std::env::var("SPRAY_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
+    let stats = std::env::temp_dir().join(format!("spray-place-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&stats);
+    std::env::set_var("FI_SPRAY_STATS", &stats);
     let mut seed = 1;
-    for place in [true, false] {
-        for eager in [None, Some(512), Some(1024), Some(4096)] {
-            for mtu in [None, Some(1472), Some(8972)] {
-                if only.is_none_or(|o| o == seed) {
-                    stream(seed, place, eager, mtu, 60);
+    // Segmented sends and coalesced receives on (the default), and off.
+    for offloads in ["1", "0"] {
+        std::env::set_var("FI_SPRAY_GSO", offloads);
+        std::env::set_var("FI_SPRAY_GRO", offloads);
+        for place in [true, false] {
+            for eager in [None, Some(512), Some(1024), Some(4096)] {
+                for mtu in [None, Some(1472), Some(8972)] {
+                    // Without offloads, the small-datagram cases only.
+                    if offloads == "0" && mtu != Some(1472) {
+                        continue;
+                    }
+                    if only.is_none_or(|o| o == seed) {
+                        stream(seed, place, eager, mtu, 60);
+                    }
+                    seed += 1;
                 }
-                seed += 1;
             }
         }
     }
-    std::env::remove_var("FI_SPRAY_EAGER_LIMIT");
-    std::env::remove_var("FI_SPRAY_MTU");
-    std::env::remove_var("FI_SPRAY_RX_PLACE");
+    for v in ["EAGER_LIMIT", "MTU", "RX_PLACE", "GSO", "GRO", "STATS"] {
+        std::env::remove_var(format!("FI_SPRAY_{v}"));
+    }
+    let text = std::fs::read_to_string(&stats).expect("FI_SPRAY_STATS file written at close");
+    let _ = std::fs::remove_file(&stats);
+    let (gso, gro) = (
+        stat_sum(&text, "tx_gso_packets"),
+        stat_sum(&text, "rx_gro_packets"),
+    );
+    let (placed, guessed) = (stat_sum(&text, "rx_placed"), stat_sum(&text, "rx_guessed"));
+    println!("segmented {gso}, coalesced {gro}, placed {placed} ({guessed} guessed)");
+    if only.is_none() {
+        // The paths this test is about were taken: datagrams left segmented,
+        // arrived coalesced, and were placed, through the peek and by guess.
+        assert!(gso > 1000 && gro > 1000, "segmented {gso}, coalesced {gro}");
+        assert!(
+            placed > 1000 && guessed > 100,
+            "placed {placed}, guessed {guessed}"
+        );
+    }
 }

@@ -1,11 +1,15 @@
 //! Runs the MPI test programs of `mpi-tests/` (via `mpi-tests/run.sh`) under each MPI
 //! library over the provider named by `SPRAY_TEST_PROVIDER` (default `spray`).
 //!
-//! One test per MPI at 2 ranks plus one 4-rank run. Missing prerequisites (an MPI not
-//! installed: see `mpi-tests/setup.sh`) print `skipped: <why>` and pass, except with
-//! `CI=true`, where they fail. For `spray` the provider is built first
-//! (`cargo build --release --lib`) and copied to `build/libspray-fi.so`. The runs are
-//! serialised (they share 2 cores) and each is bounded by `timeout`.
+//! One test per MPI at 2 ranks plus one 4-rank run, and `mpi_*_2_hosts*`: the suite with
+//! its two ranks on two hosts (network namespaces of `scripts/hosts.sh`, over the ECMP
+//! fabric, started by the MPI's own launcher through `scripts/netns-rsh`), without faults
+//! and with 1 % random UDP loss into every host. Missing prerequisites (an MPI not
+//! installed: see `mpi-tests/setup.sh`; root and `ip netns` for the hosts) print
+//! `skipped: <why>` and pass, except with `CI=true`, where they fail. For `spray` the
+//! provider is built first (`cargo build --release --lib`) and copied to
+//! `build/libspray-fi.so`. The runs are serialised (they share 2 cores) and each is
+//! bounded by `timeout`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,17 +77,33 @@ fn provider_dir() -> &'static Result<Option<PathBuf>, String> {
     })
 }
 
+/// Serialises the runs of this binary (they share 2 cores and the hosts testbed).
+static SERIAL: Mutex<()> = Mutex::new(());
+
 /// Runs `mpi-tests/run.sh MPI PROV NP [TESTS...]`, serialised with the other tests.
 fn run_suite(mpi: &str, np: u32, tests: &[&str]) {
-    static SERIAL: Mutex<()> = Mutex::new(());
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = run_harness(mpi, np, &[], &[], &[], tests);
+}
+
+/// Runs `[PRE...] mpi-tests/run.sh [ARGS...] MPI PROV NP [TESTS...]` with `env` added,
+/// checks its verdict and returns its standard output (`None` when skipped).
+fn run_harness(
+    mpi: &str,
+    np: u32,
+    pre: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+    tests: &[&str],
+) -> Option<String> {
     let dir = match provider_dir() {
         Ok(d) => d.clone(),
         Err(why) => panic!("provider {}: {why}", provider()),
     };
     let script = repo().join("mpi-tests/run.sh");
     if Command::new("timeout").arg("--version").output().is_err() {
-        return skip("coreutils timeout not found");
+        skip("coreutils timeout not found");
+        return None;
     }
     let extra = std::env::var("MPI_SUITE_TESTS").ok();
     let all = std::env::var("MPI_SUITE_ALL").is_ok_and(|v| v == "1");
@@ -101,10 +121,14 @@ fn run_suite(mpi: &str, np: u32, tests: &[&str]) {
             .map(|s| s.to_string())
             .collect(),
     };
-    let mut cmd = Command::new("timeout");
+    let mut cmd = Command::new(pre.first().copied().unwrap_or("timeout"));
+    if !pre.is_empty() {
+        cmd.args(&pre[1..]).arg("timeout");
+    }
     cmd.arg(RUN_TIMEOUT_S.to_string())
         .arg("bash")
         .arg(&script)
+        .args(args)
         .arg(mpi)
         .arg(provider())
         .arg(np.to_string())
@@ -113,9 +137,13 @@ fn run_suite(mpi: &str, np: u32, tests: &[&str]) {
     if let Some(d) = dir {
         cmd.env("PROVDIR", d);
     }
+    cmd.envs(env.iter().copied());
     let out = match cmd.output() {
         Ok(o) => o,
-        Err(e) => return skip(&format!("cannot run bash {}: {e}", script.display())),
+        Err(e) => {
+            skip(&format!("cannot run bash {}: {e}", script.display()));
+            return None;
+        }
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -131,9 +159,13 @@ fn run_suite(mpi: &str, np: u32, tests: &[&str]) {
                 stdout.lines().any(|l| l.starts_with("PASS ")),
                 "run.sh {mpi}: nothing passed (all skipped?)"
             );
+            Some(stdout.into_owned())
         }
-        // run.sh: 2 = cannot run (an MPI or the provider library missing)
-        Some(2) if stderr.contains("cannot run") => skip(stderr.trim()),
+        // run.sh: 2 = cannot run (an MPI, the provider library or the hosts missing)
+        Some(2) if stderr.contains("cannot run") => {
+            skip(stderr.trim());
+            None
+        }
         Some(124) => panic!("run.sh {mpi} exceeded {RUN_TIMEOUT_S} s"),
         code => panic!("run.sh {mpi} {} failed (exit {code:?})", provider()),
     }
@@ -237,4 +269,176 @@ fn mpi_impi_4_ranks() {
         4,
         &["p2p", "coll", "rma", "thread", "imb-mpi1", "imb-rma"],
     );
+}
+
+/// Namespace prefix of the hosts testbed these tests build (`SPRAY_HOSTS_PREFIX`, default
+/// `sprh-`); another testbed with another prefix may run beside it.
+fn hosts_prefix() -> String {
+    std::env::var("SPRAY_HOSTS_PREFIX").unwrap_or_else(|_| "sprh-".to_string())
+}
+
+/// Tears the hosts testbed down when dropped, so that a failing or panicking test leaves
+/// no namespace behind (run.sh -U also does on its exit; this covers its being killed).
+struct HostsDown;
+
+impl Drop for HostsDown {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("scripts/hosts.sh"))
+            .arg("down")
+            .env("SPRAY_HOSTS_PREFIX", hosts_prefix())
+            .output();
+    }
+}
+
+/// Why the hosts testbed cannot be built here (empty if it can).
+fn hosts_missing() -> Vec<String> {
+    let mut why = Vec::new();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        why.push("not root (network namespaces)".to_string());
+    }
+    for (c, a) in [
+        ("ip", "-V"),
+        ("nft", "--version"),
+        ("ethtool", "--version"),
+        ("tc", "-V"),
+        ("unshare", "--version"),
+        ("flock", "--version"),
+        ("ping", "-V"),
+    ] {
+        if !Command::new(c)
+            .arg(a)
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            why.push(format!("no {c}"));
+        }
+    }
+    if why.is_empty()
+        && !Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    {
+        why.push("ip netns does not work".to_string());
+    }
+    why
+}
+
+/// Runs the suite with its ranks on 2 hosts (`run.sh -H 2 -U`: run.sh brings the testbed up
+/// with `up_args` and down again), under a lock per prefix (another test binary on this
+/// machine may want the same testbed). Returns the PASS lines' `dropped udp D/IN` totals.
+fn run_hosts(mpi: &str, up_args: &str, tests: &[&str]) -> Option<(u64, u64)> {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let why = hosts_missing();
+    if !why.is_empty() {
+        skip(&format!("hosts testbed: {}", why.join(", ")));
+        return None;
+    }
+    let prefix = hosts_prefix();
+    let lock = format!("/run/lock/spray-hosts-{prefix}run.lock");
+    let _down = HostsDown;
+    let stdout = run_harness(
+        mpi,
+        2,
+        &["flock", "-w", "1800", &lock],
+        &["-H", "2", "-U"],
+        &[
+            ("MPI_HOSTS_UP_ARGS", up_args),
+            ("SPRAY_HOSTS_PREFIX", &prefix),
+        ],
+        tests,
+    )?;
+    // Every PASS line carries the fabric counters of its launch:
+    // "[fabric l0=a/b ...; dropped udp D/IN tcp T]".
+    let (mut dropped, mut udp_in) = (0, 0);
+    for l in stdout.lines().filter(|l| l.starts_with("PASS ")) {
+        assert!(l.contains("[fabric l0="), "no fabric counters in: {l}");
+        let d = l
+            .split("dropped udp ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(d, n)| Some((d.parse::<u64>().ok()?, n.parse::<u64>().ok()?)))
+            .unwrap_or_else(|| panic!("no 'dropped udp D/IN' in: {l}"));
+        dropped += d.0;
+        udp_in += d.1;
+    }
+    println!("{mpi} on 2 hosts ({up_args}): {dropped} of {udp_in} UDP packets dropped");
+    Some((dropped, udp_in))
+}
+
+/// The suite across 2 hosts on a fabric that drops nothing.
+fn hosts_fault_free(mpi: &str, tests: &[&str]) {
+    if let Some((dropped, _)) = run_hosts(mpi, "", tests) {
+        assert_eq!(dropped, 0, "{mpi}: the fault-free fabric dropped packets");
+    }
+}
+
+/// The suite across 2 hosts with 1 % random loss of the UDP arriving at each host.
+fn hosts_loss_1pct(mpi: &str, tests: &[&str]) {
+    if let Some((dropped, udp_in)) = run_hosts(mpi, "--loss 1", tests) {
+        // Only a fabric that really dropped shows that the suite survives loss; with
+        // tens of thousands of datagrams 1 % is far from 0 (spray's traffic is UDP;
+        // a TCP provider sees none of this loss).
+        if provider() == "spray" {
+            assert!(
+                dropped > 0 && dropped * 1000 < udp_in * 30,
+                "{mpi}: {dropped} of {udp_in} UDP packets dropped, expected about 1 %"
+            );
+        }
+    }
+}
+
+#[test]
+fn mpi_mpich_2_hosts() {
+    hosts_fault_free("mpich", C_TESTS);
+}
+
+#[test]
+fn mpi_mpich_2_hosts_loss_1pct() {
+    hosts_loss_1pct("mpich", C_TESTS);
+}
+
+#[test]
+fn mpi_ompi5_2_hosts() {
+    hosts_fault_free("ompi5", C_TESTS);
+}
+
+#[test]
+fn mpi_ompi5_2_hosts_loss_1pct() {
+    hosts_loss_1pct("ompi5", C_TESTS);
+}
+
+#[test]
+fn mpi_impi_2_hosts() {
+    hosts_fault_free("impi", &["p2p", "coll", "rma", "thread", "imb-mpi1"]);
+}
+
+#[test]
+fn mpi_impi_2_hosts_loss_1pct() {
+    hosts_loss_1pct("impi", &["p2p", "coll", "rma", "thread", "imb-mpi1"]);
+}
+
+#[test]
+fn mpi_ompi4_2_hosts() {
+    hosts_fault_free("ompi4", C_TESTS);
+}
+
+#[test]
+fn mpi_ompi4_2_hosts_loss_1pct() {
+    hosts_loss_1pct("ompi4", C_TESTS);
+}
+
+#[test]
+fn mpi_mpi4py_2_hosts_loss_1pct() {
+    hosts_loss_1pct("mpi4py", &["py-suite"]);
 }

@@ -3,4 +3,7 @@
 pub mod buf;
 pub mod clock;
 pub mod driver;
+pub mod place;
+pub mod rx;
 pub mod sock;
+pub mod tx;

@@ -3,8 +3,8 @@
  * Ranks work in pairs (r, r^1); with 4 ranks rank 0 also receives from everyone.
  * Options: -m MAX_BYTES (largest message, default 64 MiB), -n N (outstanding receives
  * and sends per rank in the many-outstanding test, default 4096), -s trunc-rndv (skip the
- * truncation of rendezvous-sized messages) or -s trunc (skip all truncation), for
- * providers known to break there. */
+ * truncation of rendezvous-sized messages), -s trunc (skip all truncation) or -s mprobe
+ * (skip the matched probe), for providers known to break there. */
 #include "common.h"
 
 static int g_size, g_partner;
@@ -498,8 +498,8 @@ int main(int argc, char **argv)
     if (g_partner >= g_size)
         g_partner = -1;
     size_t maxsize = (size_t)64 << 20;
-    int rndv_trunc = 1, n_outstanding = 4096;
-    /* usage: p2p [-m MAX_BYTES] [-n OUTSTANDING] [-s trunc-rndv] (see top of file) */
+    int rndv_trunc = 1, n_outstanding = 4096, mprobe = 1;
+    /* usage: p2p [-m MAX_BYTES] [-n OUTSTANDING] [-s trunc-rndv|trunc|mprobe] (see top of file) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             maxsize = (size_t)strtoull(argv[++i], NULL, 0);
@@ -511,9 +511,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "-s") && i + 1 < argc && !strcmp(argv[i + 1], "trunc")) {
             rndv_trunc = -1;
             i++;
+        } else if (!strcmp(argv[i], "-s") && i + 1 < argc && !strcmp(argv[i + 1], "mprobe")) {
+            mprobe = 0;
+            i++;
         } else {
             if (g_rank == 0)
-                fprintf(stderr, "usage: p2p [-m MAX_BYTES] [-n OUTSTANDING] [-s trunc-rndv|trunc]\n");
+                fprintf(stderr, "usage: p2p [-m MAX_BYTES] [-n OUTSTANDING] [-s trunc-rndv|trunc|mprobe]\n");
             MPI_Finalize();
             return 2;
         }
@@ -522,6 +525,8 @@ int main(int argc, char **argv)
         printf("p2p: rendezvous-size truncation test skipped (-s trunc-rndv)\n");
     if (g_rank == 0 && rndv_trunc < 0)
         printf("p2p: truncation test skipped (-s trunc)\n");
+    if (g_rank == 0 && !mprobe)
+        printf("p2p: matched probe test skipped (-s mprobe)\n");
     if (g_size < 2 || g_size % 2 != 0) {
         if (g_rank == 0)
             fprintf(stderr, "p2p needs an even number of ranks (pairs r, r^1)\n");
@@ -531,7 +536,8 @@ int main(int argc, char **argv)
     test_ordering_checked();
     test_wildcards();
     test_probe();
-    test_mprobe();
+    if (mprobe)
+        test_mprobe();
     if (rndv_trunc >= 0)
         test_truncation(rndv_trunc);
     test_many_outstanding(n_outstanding);

@@ -92,6 +92,12 @@ pub struct Config {
     pub max_unexpected_bytes: usize,
     /// Messages up to this size go eagerly; larger use rendezvous (message layer).
     pub eager_limit: usize,
+    /// New data sent on one path in a row before the next path's turn (a
+    /// flowlet), bytes; at least one packet and at most 64. A driver can then
+    /// hand a flowlet to the kernel as one segmented send (UDP GSO, at most
+    /// 64 KiB) and the receiving host can coalesce it (GRO); paths still take
+    /// turns flowlet by flowlet. 0 = per-packet spraying.
+    pub flowlet_bytes: usize,
 }
 
 impl Config {
@@ -120,6 +126,7 @@ impl Config {
             max_peers: 1 << 16,
             peer_idle_timeout: Duration::from_secs(120),
             stateless_per_sec: 200_000,
+            flowlet_bytes: 64 << 10,
         }
     }
 }

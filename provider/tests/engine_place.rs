@@ -431,7 +431,7 @@ fn scribbling_drive(
 /// Messages of rendezvous sizes, receives posted first or after the RTS
 /// arrived, receive buffers some too small (truncation); the senders scribble
 /// over each send buffer as soon as it completes.
-fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> u64 {
+fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> (u64, u64) {
     let sizes = [70_000usize, 16_001, 300_000, 1 << 20, 45_000, 2_000_000];
     // Receive room per message: some exact, some larger, two smaller (truncated).
     let room = [70_000usize, 20_000, 300_000, 600_000, 45_000, 2_000_000];
@@ -509,12 +509,8 @@ fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> u64 {
     println!(
         "seed {seed} loss {loss} batch {batch}: {guessed} guessed receives placed ({batched} in batches), {missed} missed"
     );
-    // (Batches of guesses under reordering may all miss in a run: the
+    // (Guesses under jitter and reordering may all miss in a run: the
     // caller counts their hits over all runs.)
-    assert!(
-        guessed > 0 || batch > 1,
-        "seed {seed}: no guessed receive was right"
-    );
     assert!(
         bodies > 0,
         "seed {seed}: no packet was sent from an application buffer"
@@ -529,23 +525,26 @@ fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> u64 {
             "seed {seed}: only {placed} of {bodies} placed"
         );
     }
-    batched
+    (guessed, batched)
 }
 
 /// Also with the receiver taking 4 datagrams per receive call, each into
 /// its own guessed place (`guess_rdata_nth`), as the FFI driver's batch.
 #[test]
 fn zero_copy_paths_deliver_exactly_under_loss_and_reordering() {
-    let mut batched = 0;
+    let (mut guessed, mut batched) = (0, 0);
     for seed in 1..=4u64 {
         for &loss in &[0.0, 0.03] {
             for recv_first in [true, false] {
                 for batch in [1, 4] {
-                    batched += run(seed, loss, recv_first, batch);
+                    let (g, b) = run(seed, loss, recv_first, batch);
+                    guessed += g;
+                    batched += b;
                 }
             }
         }
     }
+    assert!(guessed > 100, "only {guessed} guessed receives were right");
     assert!(
         batched > 20,
         "only {batched} datagrams placed by a batch of guesses"

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+pub mod duo;
 pub mod fab;
 pub mod pair;
 

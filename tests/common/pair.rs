@@ -186,3 +186,24 @@ impl Pair {
         assert_eq!(rc, 0, "fi_tsendv");
     }
 }
+
+/// The fd of this process's UDP socket bound to `sa` (an endpoint's main socket).
+pub fn socket_fd_of(sa: &libc::sockaddr_in) -> i32 {
+    super::udp_sockets()
+        .into_iter()
+        .find(|(_, me, _)| me.sin_port == sa.sin_port && me.sin_addr.s_addr == sa.sin_addr.s_addr)
+        .map(|(fd, _, _)| fd)
+        .unwrap_or_else(|| panic!("no socket bound to port {}", u16::from_be(sa.sin_port)))
+}
+
+/// Take every datagram waiting at (non-blocking) `fd`; returns how many.
+pub fn take_all(fd: i32) -> usize {
+    let mut buf = vec![0u8; 65536];
+    let mut n = 0;
+    // SAFETY (test): recv into our own buffer; the socket is non-blocking.
+    while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) } >= 0 {
+        n += 1;
+        assert!(n < 10_000, "socket never ran dry");
+    }
+    n
+}

@@ -304,11 +304,16 @@ impl Peer {
                     // paths share the receiver's queue, their RTTs differ
                     // by chance, and the cap took late packets for lost
                     // (25x the losses, and RTOs, at 64 senders).
+                    // Nor is it overdue sooner than at the median path
+                    // RTT: a path's own RTT can be stale (flowlets visit
+                    // each path in turn, and several paths share a link's
+                    // queue), while the median follows what most paths see
+                    // now.
                     let slow = median > 0 && srtt > OVERDUE_MEDIANS * median;
                     let (srtt, var) = if slow && self.tx.credit.is_none() {
                         (srtt.min(OVERDUE_MEDIANS * median), var.min(median))
                     } else {
-                        (srtt, var)
+                        (srtt.max(median), var)
                     };
                     let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
                     if now >= t {

@@ -122,6 +122,7 @@ impl Srd {
             credit_budget: cfg.rx_credit_packets.max(2),
             unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
+            flowlet: (cfg.flowlet_bytes / max_payload.max(1)).clamp(1, 64) as u32,
         };
         let stats = SrdStats {
             path_sent: vec![0; usize::from(p.paths)],

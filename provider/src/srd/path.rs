@@ -305,7 +305,17 @@ pub struct PathSet {
     median_ns: u64,
     /// When `median_ns` was computed (`None` = never).
     median_at: Option<Instant>,
+    /// The flowlet under way: (path, new data packets it may still take).
+    flowlet: Option<(u8, u32)>,
+    /// Longest flowlet now, packets (see `adapt_flowlet`).
+    flowlet_cap: u32,
 }
+
+/// Longest flowlet `adapt_flowlet` allows, packets (the kernel's most
+/// segments per segmented send).
+const FLOWLET_CAP_MAX: u32 = 64;
+/// Longest flowlet of a new peer, packets.
+const FLOWLET_CAP_START: u32 = 4;
 
 /// How long a computed median path RTT is reused, ns: RTTs move slowly, and
 /// sorting the paths' RTTs on every poll of an idle loop costs more than the
@@ -324,6 +334,8 @@ impl PathSet {
             window_bytes: 0,
             median_ns: 0,
             median_at: None,
+            flowlet: None,
+            flowlet_cap: FLOWLET_CAP_START,
         }
     }
 
@@ -477,6 +489,55 @@ impl PathSet {
             Some(i) => (i, false),
             None => self.pick(now, Some(avoid)),
         }
+    }
+
+    /// Adapt the longest flowlet to the queueing flowlets cause. A flowlet
+    /// enters its path at the sender's whole rate; where a path is slower
+    /// than that (a fabric of links slower than the host, a bottleneck on
+    /// one of them), it queues there, and the median path RTT rises above
+    /// the smallest one seen. Then flowlets halve (down to per-packet
+    /// spraying); while queueing stays under a quarter of the base RTT they
+    /// grow by a quarter (from `FLOWLET_CAP_START`: a first flowlet as long
+    /// as a segmented send could be would queue 5 ms on a 100 Mbit/s path). Paths faster than the sender (the usual fabric)
+    /// queue nothing, and flowlets stay long. Queueing for other reasons (a
+    /// congested receiver) shortens them too, which costs only segmentation.
+    fn adapt_flowlet(&mut self, now: Instant) {
+        let base = self.min_rtt();
+        let median = self.median_srtt_at(now);
+        if base == 0 || median == 0 {
+            return;
+        }
+        let queue = median.saturating_sub(base);
+        if 2 * queue > base {
+            self.flowlet_cap = (self.flowlet_cap / 2).max(1);
+        } else if 4 * queue < base {
+            self.flowlet_cap = (self.flowlet_cap + self.flowlet_cap / 4 + 1).min(FLOWLET_CAP_MAX);
+        }
+    }
+
+    /// The path for the next new data packet: the current flowlet's while it
+    /// has packets left (of `flowlet` per turn) and its path stays usable
+    /// with room, else the next path `pick` chooses, which starts a new
+    /// flowlet. Consecutive packets on one path can leave as one segmented
+    /// send and be coalesced at the receiver; the paths' shares are those of
+    /// `pick`, counted in flowlets. Returns (path, is_probe).
+    pub fn pick_flowlet(&mut self, now: Instant, flowlet: u32) -> (u8, bool) {
+        if let Some((i, left)) = self.flowlet {
+            if left > 0 {
+                let total = self.total_rate(now);
+                let p = &self.paths[usize::from(i)];
+                if p.usable() && Self::path_has_room(p, now, total, self.window_bytes) {
+                    self.flowlet = Some((i, left - 1));
+                    return (i, false);
+                }
+            }
+        }
+        let (i, probe) = self.pick(now, None);
+        self.adapt_flowlet(now);
+        let len = flowlet.min(self.flowlet_cap);
+        // A probe of a bad path is one packet, not a flowlet.
+        self.flowlet = (!probe).then(|| (i, len.saturating_sub(1)));
+        (i, probe)
     }
 
     /// Pick the path for the next packet at `now`, avoiding `avoid` when

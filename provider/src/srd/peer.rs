@@ -69,6 +69,8 @@ pub struct Params {
     pub unscheduled: u32,
     /// Seed for per-peer random choices.
     pub seed: u64,
+    /// New data packets per path in a row (see `Config::flowlet_bytes`).
+    pub flowlet: u32,
 }
 
 /// Shared state a peer's methods need from the endpoint.
@@ -488,13 +490,10 @@ impl Peer {
     ///
     /// Receive side: the new incarnation numbers from PSN 0, so the window
     /// restarts at 0. Send side: our PSNs go ON from where they were (not
-    /// back to 0): packets we sent before we knew any epoch of the peer carry
-    /// `dst_epoch = 0` and may already have reached the new incarnation; had
-    /// we restarted at 0, our new packets would collide with them there and
-    /// be dropped as duplicates yet acked. Continuing, with `psn_floor` =
-    /// the new `una`, makes the receiver skip past them instead. (A new
-    /// incarnation refuses the old session's tokens, so this is a second
-    /// line of defence.)
+    /// back to 0). The new incarnation refuses the old session's packets
+    /// (their token), so none of them can be in its window; continuing,
+    /// with `psn_floor` = the new `una`, would skip past them anyway: a
+    /// second line of defence against a duplicate acked but not delivered.
     pub fn restart(&mut self, ctx: &mut Ctx<'_>, nonce: u64) {
         ctx.stats.peer_restarts += 1;
         ctx.events

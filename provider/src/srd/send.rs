@@ -5,7 +5,7 @@ use crate::muldiv::mul_div;
 use core::time::Duration;
 
 use super::cc::Controller;
-use super::peer::{Ctx, Peer};
+use super::peer::{Ctx, Params, Peer};
 use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
 use super::Transmit;
@@ -14,6 +14,10 @@ use crate::time::Instant;
 /// Idle this long before sending again, a sender's flight counts as a
 /// first flight (see `Peer::first_flight`), ns.
 const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
+/// A flowlet is what the pacing rate sends in this long, at most, ns.
+const FLOWLET_NS: u64 = 100_000;
+/// Shorter flowlets are single packets (slow flows spray packet by packet).
+const FLOWLET_MIN: u32 = 16;
 use crate::wire::srd::{
     flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
 };
@@ -174,6 +178,26 @@ impl Peer {
         Some(now + Duration::from_nanos(wait as u64))
     }
 
+    /// Packets of the next flowlet (new data on one path in a row): what
+    /// the pacing rate sends in `FLOWLET_NS`, within 1 and `Params::flowlet`
+    /// (as a TCP sender sizes its TSO bursts). A flowlet enters its path at
+    /// the peer's whole rate while the path drains at its share of it: at
+    /// 100 Mbit/s per path, a 64 KiB flowlet would fill a 64 KiB switch
+    /// buffer, and a slow or young flow sprays packet by packet.
+    fn flowlet_packets(&self, p: &Params) -> u32 {
+        let Some(rate) = self.cc.pacing_rate() else {
+            return 1;
+        };
+        let bytes = mul_div(rate, FLOWLET_NS, 1_000_000_000);
+        let n = (bytes / p.max_payload.max(1) as u128).min(u128::from(p.flowlet)) as u32;
+        // Below a few packets a flowlet saves little and only reorders.
+        if n < FLOWLET_MIN {
+            1
+        } else {
+            n
+        }
+    }
+
     /// The next packet for this peer, written into `buf`.
     pub fn poll_transmit(
         &mut self,
@@ -290,7 +314,8 @@ impl Peer {
                         self.timers.stop(Timer::Pacing);
                         let psn = self.tx.next_send;
                         self.tx.next_send = psn.wrapping_add(1);
-                        let (path, probe) = self.paths.pick(now, None);
+                        let flowlet = self.flowlet_packets(ctx.p);
+                        let (path, probe) = self.paths.pick_flowlet(now, flowlet);
                         let mut fl = if probe || self.credit_stalls() {
                             flags::ACK_NOW
                         } else {
