@@ -69,8 +69,8 @@ impl Peer {
             flags: 0,
             path,
             src_port: ctx.p.port,
-            src_epoch: ctx.p.epoch,
-            dst_epoch: self.remote_epoch,
+            src_nonce: ctx.p.nonce,
+            dst_token: self.token,
             psn: 0,
             psn_floor: 0,
             ack: None,
@@ -205,12 +205,14 @@ impl Peer {
         now: Instant,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        if self.reset_pending {
-            self.reset_pending = false;
-            self.last_reset = Some(now);
-            let (path, _) = self.paths.pick(now, None);
-            let h = self.header(ctx, PacketType::Reset, path);
-            return self.finish(ctx, h, buf, None);
+        if let Some(t) = self.poll_hello(ctx.p, now, buf) {
+            ctx.stats.tx_packets += 1;
+            ctx.stats.tx_bytes += t.len as u64;
+            return Some(t);
+        }
+        if self.remote_nonce == 0 {
+            // No session: nothing but the HELLO may leave.
+            return None;
         }
         if self.credit_probe_due {
             self.credit_probe_due = false;
