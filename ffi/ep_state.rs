@@ -781,6 +781,8 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
     cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
+    cfg.max_peers = params::int_or("max_peers", i64::from(d.max_peers), 1, 1 << 24) as u32;
+    cfg.peer_idle_timeout = ms("peer_idle_timeout_ms", d.peer_idle_timeout);
     crate::identity::fill(&mut cfg);
     cfg
 }

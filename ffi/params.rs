@@ -41,6 +41,8 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("gso", Kind::Int, "Send runs of datagrams to one peer on one path (flowlets) as one segmented send, UDP GSO: 1 = yes where the kernel has it (default; falls back by itself where a device refuses), 0 = one datagram per send entry"),
     ("gro", Kind::Int, "Let the kernel hand over datagrams of one sender coalesced (UDP_GRO), split here: 1 = yes where the kernel has it (default), 0 = one datagram per receive entry"),
     ("flowlet_bytes", Kind::Size, "New data sent on one path in a row before the next path's turn, bytes (default 65536: one segmented send; 0 = spray every packet on the next path)"),
+    ("max_peers", Kind::Int, "Most peers that remote handshakes may create per endpoint (default 65536; peers the application inserts in its address vector always count)"),
+    ("peer_idle_timeout_ms", Kind::Int, "A peer with no traffic this long gives back its buffers and history (it keeps its session and resumes without a handshake), ms (default 120000)"),
     ("rx_batch", Kind::Int, "Datagrams taken per recvmmsg/sendmmsg call (default 32)"),
     ("rx_place", Kind::Int, "Receive rendezvous data straight into the matched receive buffer (headers peeked first) while such a receive is waiting: 1 = yes (default), 0 = always through a bounce slot"),
     ("linger_ms", Kind::Int, "On close, keep answering peers until they were quiet this long (lost last ACKs), ms (default 10; 0 = close at once)"),
