@@ -241,6 +241,17 @@ impl<B: UserBuf> Engine<B> {
         self.input(now, from, data, true);
     }
 
+    /// Message-layer state held now: (sends, posted receives, incoming
+    /// message records) (bounds checked by the fuzzing tests).
+    pub fn live_counts(&self) -> (usize, usize, usize) {
+        self.msg.live_counts()
+    }
+
+    /// Unexpected (unmatched) eager/medium message bytes held now.
+    pub fn unexpected_bytes(&self) -> usize {
+        self.msg.unexpected_bytes()
+    }
+
     /// Message-layer counters.
     pub fn msg_stats(&self) -> &crate::msg::MsgStats {
         self.msg.stats()

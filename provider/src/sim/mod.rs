@@ -9,6 +9,7 @@
 //! failing run is replayed from its seed.
 
 pub mod check;
+pub mod forge;
 mod link;
 mod node;
 
