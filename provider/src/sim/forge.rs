@@ -123,7 +123,7 @@ impl Forged {
             ty,
             PacketType::Reset | PacketType::Hello | PacketType::Challenge
         );
-        let ack = (!bare).then(|| AckRepr {
+        let ack = (!bare).then_some(AckRepr {
             cum: 1,
             recent: 0,
             delay_us: 0,
