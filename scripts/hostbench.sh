@@ -201,11 +201,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# bg LOG CMD...: starts CMD in the background (output to LOG); sets $bg_pid
+# bg LOG CMD...: starts CMD in the background (output appended to LOG, stdin /dev/null); sets
+# $bg_pid. Every process the measurements start goes through here, so that the exit trap
+# finds it, and the script waits for it with `wait`, which a signal interrupts at once.
 bg() {
 	local log="$1"
 	shift
-	"$@" >"$log" 2>&1 &
+	"$@" >>"$log" 2>&1 </dev/null &
 	bg_pid=$!
 	live[$bg_pid]=1
 }
@@ -216,6 +218,11 @@ reap() {
 	wait "$pid" 2>/dev/null || rc=$?
 	unset "live[$pid]"
 	return "$rc"
+}
+# run LOG CMD...: runs CMD (output appended to LOG) and returns its status
+run() {
+	bg "$@"
+	reap "$bg_pid"
 }
 
 # The whole run uses one copy of spray, whatever rebuilds (cargo, the MPI tests' refresh of
@@ -308,16 +315,15 @@ ns_per_pkt() { awk -v c="$1" -v p="$2" 'BEGIN { if (p > 0) printf "%.1f", c * 1e
 order() { if [ $((rep % 2)) -eq 1 ]; then echo "$1 $2"; else echo "$2 $1"; fi; }
 
 run_fi_pingpong() {
-	local s t out line log
+	local s t line log
 	for s in "${size_list[@]}"; do
 		for t in $(order spray tcp); do
 			log="$logs/mtu$mtu-r$rep-fi_pingpong-$t-$s.log"
-			out="$(bash "$SPRAY_ROOT/scripts/pingpong.sh" --hosts -p "$t" -e rdm -m tagged -S "$s" -I "$(pp_iters "$s")" \
-				--timeout "$T_RUN" --stall "$T_RUN" --log-dir "$log.d" 2>"$log")"
-			echo "$out" >>"$log"
-			line="$(grep '^RESULT ' <<<"$out" | tail -n 1)"
+			run "$log" bash "$SPRAY_ROOT/scripts/pingpong.sh" --hosts -p "$t" -e rdm -m tagged -S "$s" -I "$(pp_iters "$s")" \
+				--timeout "$T_RUN" --stall "$T_RUN" --log-dir "$log.d"
+			line="$(grep '^RESULT ' "$log" | tail -n 1)"
 			if [ -z "$line" ]; then
-				failed "$mtu" fi_pingpong "$t" "$s" "$rep" "$(grep -o 'reason=[^ ]*' <<<"$out" || echo no result) ($log)"
+				failed "$mtu" fi_pingpong "$t" "$s" "$rep" "$(grep -o 'reason=[^ ]*' "$log" || echo no result) ($log)"
 				continue
 			fi
 			rm -rf "$log.d"
@@ -338,7 +344,7 @@ mpi_run() {
 	mpi_launch "$m" "$t" "$pdir" 2
 	fab0="$(fabric_snapshot)"
 	echo "+ ${LAUNCH[*]} $*" >"$log"
-	"${LAUNCH[@]}" "$@" >>"$log" 2>&1 </dev/null || rc=$?
+	run "$log" "${LAUNCH[@]}" "$@" || rc=$?
 	hosts_reap 2 >/dev/null
 	read -r fab_total _ <<<"$(fabric_delta "$fab0" "$(fabric_snapshot)")"
 	if [ "$rc" -ne 0 ]; then
@@ -424,10 +430,9 @@ run_stream() {
 				failed "$mtu" stream "$t" "$s" "$rep" "the receiver gave no address ($log.rx)"
 				continue
 			fi
-			tx_out="$(ip netns exec "$NS0" "${prov_env[@]}" timeout -k 5 "$T_RUN" "$FIS" send -p "$t" -a "$hex" -s "$s" \
-				-d "$stream_ms" -w "$w" -t "$T_RUN" 2>"$log")"
-			echo "$tx_out" >>"$log"
-			tx_out="$(grep '^bytes=' <<<"$tx_out" | tail -n 1)"
+			run "$log" ip netns exec "$NS0" "${prov_env[@]}" timeout -k 5 "$T_RUN" "$FIS" send -p "$t" -a "$hex" -s "$s" \
+				-d "$stream_ms" -w "$w" -t "$T_RUN"
+			tx_out="$(grep '^bytes=' "$log" | tail -n 1)"
 			if [ -z "$tx_out" ]; then
 				reap "$rx_pid" kill
 				failed "$mtu" stream "$t" "$s" "$rep" "fi_stream send failed ($log)"
@@ -461,9 +466,8 @@ base_pingpong() {
 		failed "$mtu" base "$t" "$s" "$rep" "ping-pong server not bound ($log.srv)"
 		return
 	fi
-	out="$(ip netns exec "$NS0" timeout -k 5 "$T_RUN" "$RAW" "$proto" ping "$ADDR1" "$port" -s "$s" -n "$n" -x 10 -t "$T_RUN" 2>"$log")"
-	echo "$out" >>"$log"
-	out="$(grep '^usec_per_xfer=' <<<"$out")"
+	run "$log" ip netns exec "$NS0" timeout -k 5 "$T_RUN" "$RAW" "$proto" ping "$ADDR1" "$port" -s "$s" -n "$n" -x 10 -t "$T_RUN"
+	out="$(grep '^usec_per_xfer=' "$log" | tail -n 1)"
 	if [ -z "$(kv usec_per_xfer "$out")" ]; then
 		reap "$srv" kill
 		failed "$mtu" base "$t" "$s" "$rep" "ping-pong failed ($log)"
