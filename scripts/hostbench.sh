@@ -18,7 +18,7 @@
 #                       base         the baselines: kernel TCP and raw UDP with GSO/GRO
 #                                    (scripts/raw_stream.c): ping-pong, stream, both-way stream
 #   --mtus LIST       default 1500,9000 (each gets its own testbed, built and removed here)
-#   --sizes LIST      bytes (default 8,64,1024,8192,65536,262144,1048576,4194304)
+#   --sizes LIST      bytes, up to 16 MiB (default 8,64,1024,8192,65536,262144,1048576,4194304)
 #   --all-sizes       every power of two from 8 B to 4 MiB
 #   --budget BYTES    what one run moves per size at most, which bounds the iterations of
 #                     large sizes (default 268435456; --quick 16777216)
@@ -95,7 +95,7 @@ IFS=, read -r -a size_list <<<"$sizes"
 IFS=, read -r -a mtu_list <<<"$mtus"
 IFS=, read -r -a client_list <<<"$clients"
 for s in "${size_list[@]}"; do
-	if ! [[ "$s" =~ ^[1-9][0-9]*$ ]] || [ "$s" -gt 67108864 ]; then fatal "--sizes: '$s' is not 1..64 MiB"; fi
+	if ! [[ "$s" =~ ^[1-9][0-9]*$ ]] || [ "$s" -gt 16777216 ]; then fatal "--sizes: '$s' is not 1..16 MiB"; fi
 done
 for m in "${mtu_list[@]}"; do
 	if ! [[ "$m" =~ ^[0-9]+$ ]] || [ "$m" -lt 1280 ] || [ "$m" -gt 9000 ]; then fatal "--mtus: '$m' is not 1280..9000"; fi
