@@ -381,27 +381,36 @@ run_osu() {
 }
 
 run_imb() {
-	local t log n lens="$logs/imb-msglen"
+	local t log n bench metric vol lens="$logs/imb-msglen"
 	printf '%s\n' "${size_list[@]}" >"$lens"
-	for t in $(order spray tcp); do
-		log="$logs/mtu$mtu-r$rep-imb-$t.log"
-		# -iter N,VOL: at most N repetitions, fewer so that one size moves at most VOL MB
-		if ! mpi_run impi "$log" "$t" "$VENV_IMPI/bin/IMB-MPI1" -msglen "$lens" \
-			-iter "$imb_iters,$(((budget + 1048575) / 1048576))" -time 60 -npmin 2 PingPong Uniband; then
-			failed "$mtu" imb "$t" "" "$rep" "$mpi_why ($log)"
-			continue
-		fi
-		n=0
-		while read -r test s v; do
-			rec "$mtu" imb "$test" "$t" "$s" "$rep" "$v"
-			n=$((n + 1))
-		done < <(awk '/# Benchmarking PingPong/ { b = "lat" } /# Benchmarking Uniband/ { b = "bw" }
-			/# Benchmarking/ && !/PingPong|Uniband/ { b = "" }
-			b != "" && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF == 4 { print b, $1, $3 }' "$log")
-		# IMB prints "time-out." instead of the sizes past its time limit (-time)
-		[ "$n" -eq $((2 * ${#size_list[@]})) ] ||
-			failed "$mtu" imb "$t" "" "$rep" "$n of $((2 * ${#size_list[@]})) values in $log"
-		log "mtu $mtu run $rep: imb $t: $n values"
+	# One launch per benchmark: IMB's -iter N,VOL takes at most N repetitions per size, fewer
+	# so that one size's repetitions move at most VOL MB; a Uniband repetition is a window of
+	# 64 messages, which that volume does not count, so its VOL is 64 times smaller. PingPong's
+	# VOL is half the budget (a repetition moves a message each way).
+	for bench in PingPong Uniband; do
+		metric=lat vol=$((budget / 2))
+		[ "$bench" = Uniband ] && metric=bw vol=$((budget / 64))
+		vol=$(((vol + 1048575) / 1048576))
+		for t in $(order spray tcp); do
+			log="$logs/mtu$mtu-r$rep-imb-$bench-$t.log"
+			if ! mpi_run impi "$log" "$t" "$VENV_IMPI/bin/IMB-MPI1" -msglen "$lens" \
+				-iter "$imb_iters,$vol" -time 60 -npmin 2 "$bench"; then
+				failed "$mtu" imb "$t" "" "$rep" "$bench: $mpi_why ($log)"
+				continue
+			fi
+			n=0
+			# rows "#bytes #repetitions t[usec] Mbytes/sec" (PingPong) or
+			# "#bytes #repetitions Mbytes/sec Msg/sec" (Uniband): the third column
+			while read -r s v; do
+				rec "$mtu" imb "$metric" "$t" "$s" "$rep" "$v"
+				n=$((n + 1))
+			done < <(awk -v b="# Benchmarking $bench" 'index($0, b) == 1 { on = 1; next } /^# Benchmarking/ { on = 0 }
+				on && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF == 4 { print $1, $3 }' "$log")
+			# IMB prints "time-out." instead of the sizes past its time limit (-time)
+			[ "$n" -eq "${#size_list[@]}" ] ||
+				failed "$mtu" imb "$t" "" "$rep" "$bench: $n of ${#size_list[@]} sizes in $log"
+			log "mtu $mtu run $rep: imb $bench $t: $n values"
+		done
 	done
 }
 
