@@ -309,6 +309,8 @@ pkts_of() {
 # A ping-pong's MB/s (fi_pingpong's definition: both directions, 2 x SIZE per round trip) from
 # its half round trip, without the rounding of the printed MB/s (0.00 for small sizes).
 pp_mbps() { awk -v s="$1" -v u="$2" 'BEGIN { if (u > 0) printf "%.6g", s / u }'; }
+# The share of one CPU (%) a stream's side used over its timed phase, from its cpu_s= and secs=.
+busy() { awk -v c="$(kv cpu_s "$1")" -v t="$(kv secs "$1")" 'BEGIN { if (t > 0) printf "%.0f", 100 * c / t }'; }
 ns_per_pkt() { awk -v c="$1" -v p="$2" 'BEGIN { if (p > 0) printf "%.1f", c * 1e9 / p; else print "" }'; }
 
 # The transports of repetition $rep: spray first in odd ones, tcp first in even ones.
@@ -456,8 +458,10 @@ run_stream() {
 			rec "$mtu" stream bw "$t" "$s" "$rep" "$(kv mb_per_sec "$rx_out")"
 			pk="$(pkts_of "$(kv bytes "$tx_out")" "$s")"
 			rec "$mtu" stream cpu_tx "$t" "$s" "$rep" "$(ns_per_pkt "$(kv cpu_s "$tx_out")" "$pk")"
+			rec "$mtu" stream busy_tx "$t" "$s" "$rep" "$(busy "$tx_out")"
 			pk="$(pkts_of "$(kv bytes "$rx_out")" "$s")"
 			rec "$mtu" stream cpu_rx "$t" "$s" "$rep" "$(ns_per_pkt "$(kv cpu_s "$rx_out")" "$pk")"
+			rec "$mtu" stream busy_rx "$t" "$s" "$rep" "$(busy "$rx_out")"
 			log "mtu $mtu run $rep: stream $(human "$s") $t: $(kv mb_per_sec "$rx_out") MB/s"
 		done
 	done
@@ -532,8 +536,10 @@ base_stream() {
 	rec "$mtu" base bw "$t" "$s" "$rep" "$(kv mb_per_sec "$rx1")"
 	pk="$(pkts_of "$(kv bytes "$tx1")" "$s")"
 	rec "$mtu" base cpu_tx "$t" "$s" "$rep" "$(ns_per_pkt "$(kv cpu_s "$tx1")" "$pk")"
+	rec "$mtu" base busy_tx "$t" "$s" "$rep" "$(busy "$tx1")"
 	pk="$(pkts_of "$(kv bytes "$rx1")" "$s")"
 	rec "$mtu" base cpu_rx "$t" "$s" "$rep" "$(ns_per_pkt "$(kv cpu_s "$rx1")" "$pk")"
+	rec "$mtu" base busy_rx "$t" "$s" "$rep" "$(busy "$rx1")"
 	if [ "$proto" = udp ]; then
 		# datagrams sent that never arrived (no flow control: the receiver's socket overflowed)
 		rec "$mtu" base loss "$t" "$s" "$rep" "$(awk -v a="$(kv pkts "$tx1")" -v b="$(kv pkts "$rx1")" 'BEGIN { printf "%.2f", (a > 0 ? 100 * (a - b) / a : 0) }')"

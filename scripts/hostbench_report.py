@@ -207,8 +207,10 @@ def tables(data, meta, fails):
         for size in sizes:
             vals = []
             for client, t in (("stream", "spray"), ("stream", "tcp"), ("base", "kernel-tcp"), ("base", "raw-udp")):
-                for m in ("cpu_tx", "cpu_rx"):
-                    vals.append(cell(data.get((mtu, client, m, t, size), {})))
+                for side in ("tx", "rx"):
+                    v = cell(data.get((mtu, client, "cpu_" + side, t, size), {}))
+                    b = med(data.get((mtu, client, "busy_" + side, t, size), {}))
+                    vals.append(v if b is None or v == "n/a" else "%s, %.0f%%" % (v, b))
             loss = cell(data.get((mtu, "base", "loss", "raw-udp", size), {}))
             if any(v != "n/a" for v in vals):
                 cpu_rows.append("| %d | %s | %s | %s |" % (mtu, human(size), " | ".join(vals), loss))
@@ -219,6 +221,9 @@ def tables(data, meta, fails):
             w("this MTU, ceil(size / (MTU - 28)) per message, whatever the transport really sent; fi_stream")
             w("sleeps 20 us when its queue is empty and raw_stream's receiver blocks, so waiting costs little;")
             w("kernel work the scheduler charges to the process, e.g. forwarding through the routers, counts).")
+            w("After the comma: the share of one CPU that side used over the phase (median). Well below 100 %,")
+            w("that side was not what limited the rate, and its figure includes polling while it waited")
+            w("(fi_stream calls fi_cq_read every 20 us, which also drives the provider's progress).")
             w("")
             w("| MTU | size | spray tx | spray rx | tcp tx | tcp rx | kernel TCP tx | kernel TCP rx | raw UDP tx | raw UDP rx | raw UDP loss % |")
             w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

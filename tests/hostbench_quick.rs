@@ -137,11 +137,11 @@ fn rows<'a>(md: &'a str, header: &str) -> Vec<(&'a str, Vec<&'a str>)> {
     out
 }
 
-/// A cell holds a number: "12.3" or "12.3 (11.0-13.1)".
+/// A cell holds a number: "12.3", "12.3 (11.0-13.1)" or, in the CPU table, "812, 97%".
 fn is_number(cell: &str) -> bool {
     cell.split_whitespace()
         .next()
-        .and_then(|v| v.parse::<f64>().ok())
+        .and_then(|v| v.trim_end_matches(',').parse::<f64>().ok())
         .is_some_and(f64::is_finite)
 }
 
