@@ -206,7 +206,7 @@ impl Model {
             data: Some(id as u64),
             context: id as u64,
             report: true,
-            delivery_complete: len % 3 == 0,
+            delivery_complete: len.is_multiple_of(3),
         };
         match self.sim.nodes[from].e.post_send(op) {
             Ok(()) => {}
@@ -235,7 +235,7 @@ impl Model {
             let len = match self.to[at].get(k) {
                 Some(&id) => {
                     let n = self.msgs[id].len;
-                    if short % 8 == 0 {
+                    if short.is_multiple_of(8) {
                         (short >> 3) as usize % (n + 1)
                     } else {
                         n
@@ -272,7 +272,7 @@ impl Model {
     /// A source address: the peer's IP (on one of its path ports) or a
     /// stranger's, from `w`.
     fn source(&self, to: usize, w: u64) -> (SocketAddr, bool) {
-        if w % 3 == 0 {
+        if w.is_multiple_of(3) {
             let ip = IpAddr::V4(Ipv4Addr::new(10, 9, (w >> 8) as u8, (w >> 16) as u8));
             (SocketAddr::new(ip, (w >> 24) as u16), false)
         } else {
@@ -481,7 +481,7 @@ impl Model {
                     _ => word(u),
                 };
                 let w = word(u);
-                let payload = if ty == PacketType::Data && w % 2 == 0 {
+                let payload = if ty == PacketType::Data && w.is_multiple_of(2) {
                     self.forged_message(to, w)
                 } else {
                     bytes_of(w, (w >> 40) as usize % 200)
