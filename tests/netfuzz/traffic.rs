@@ -197,6 +197,34 @@ impl Traffic {
                 let want = pattern(seed(d, seq), size);
                 if data != want.as_slice() {
                     let bad: Vec<usize> = (0..size).filter(|&i| data[i] != want[i]).collect();
+                    // Where the wrong bytes came from: another offset of this
+                    // message, another message (stale bytes in a reused
+                    // buffer), or nowhere (hostile or zero).
+                    let at0 = bad[0];
+                    let win = &data[at0..(at0 + 32).min(size)];
+                    let mut origin = String::from("nowhere known");
+                    'find: for dd in 0..2u64 {
+                        for s2 in seq.saturating_sub(80)..seq + 80 {
+                            let pat = pattern(seed(dd as usize, s2), 1 << 20);
+                            if let Some(o) = pat.windows(win.len()).position(|w| w == win) {
+                                origin = format!("message {s2} of endpoint {dd} at offset {o}");
+                                break 'find;
+                            }
+                        }
+                    }
+                    let runs: Vec<(usize, usize)> = bad.iter().fold(Vec::new(), |mut v, &i| {
+                        match v.last_mut() {
+                            Some((_, e)) if *e + 1 == i => *e = i,
+                            _ => v.push((i, i)),
+                        }
+                        v
+                    });
+                    eprintln!(
+                        "corruption: first wrong bytes {:02x?} come from {origin}; zero: {}; runs: {:?}",
+                        &win[..win.len().min(16)],
+                        win.iter().all(|&b| b == 0),
+                        &runs[..runs.len().min(20)]
+                    );
                     panic!(
                         "message {seq} from endpoint {d} ({size} B) corrupted: {} wrong bytes in [{}, {}]",
                         bad.len(),
