@@ -174,7 +174,9 @@ impl<B: UserBuf> Engine<B> {
     ) -> Option<usize> {
         let (peer, payload) = self.srd.peek_data(from, data)?;
         let head = self.msg.place_target(peer, payload, f)?;
-        Some(data.len() - payload.len() + head)
+        // The SRD header and the message headers: `peek_data` only passes a
+        // datagram exactly as long as its header says.
+        Some(crate::wire::srd::HEADER_LEN + head)
     }
 
     /// Before a datagram's headers are seen: `(buffer, offset, bytes)`

@@ -83,6 +83,12 @@ struct Placing {
     pending: Vec<(Instant, SocketAddr, Vec<u8>)>,
     /// Datagrams received as part of a batch of guesses.
     batched: u64,
+    /// Every this many datagrams arriving (0: never), one arrives with junk
+    /// bytes after its payload (what an on-path attacker can append to a
+    /// replay: the header's `payload_len` no longer covers the datagram).
+    trailer_every: u64,
+    /// Datagrams seen, for `trailer_every`.
+    arrived: u64,
 }
 
 /// A receive call happens at most this long after a datagram arrives.
@@ -235,6 +241,17 @@ impl Placing {
 
 impl Node for Placing {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.arrived += 1;
+        let extended;
+        let data = if self.trailer_every > 0 && self.arrived % self.trailer_every == 0 {
+            let mut v = data.to_vec();
+            let n = 1 + (self.arrived % 61) as usize;
+            v.extend((0..n).map(|k| (k as u8) ^ 0xC3));
+            extended = v;
+            &extended[..]
+        } else {
+            data
+        };
         if self.batch > 1 {
             self.pending.push((now, from, data.to_vec()));
             if self.pending.len() >= self.batch {
@@ -349,6 +366,8 @@ fn node(i: usize) -> Placing {
         batch: 1,
         pending: Vec::new(),
         batched: 0,
+        trailer_every: 0,
+        arrived: 0,
     }
 }
 
@@ -432,11 +451,22 @@ fn scribbling_drive(
 /// arrived, receive buffers some too small (truncation); the senders scribble
 /// over each send buffer as soon as it completes.
 fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> (u64, u64) {
+    run_with(seed, loss, recv_first, batch, 0)
+}
+
+fn run_with(
+    seed: u64,
+    loss: f64,
+    recv_first: bool,
+    batch: usize,
+    trailer_every: u64,
+) -> (u64, u64) {
     let sizes = [70_000usize, 16_001, 300_000, 1 << 20, 45_000, 2_000_000];
     // Receive room per message: some exact, some larger, two smaller (truncated).
     let room = [70_000usize, 20_000, 300_000, 600_000, 45_000, 2_000_000];
     let mut sim = net(seed, loss);
     sim.nodes[1].batch = batch;
+    sim.nodes[1].trailer_every = trailer_every;
     let p1 = sim.nodes[0].e.peer(addr(1));
     let post_recvs = |sim: &mut Sim<Placing>| {
         for (i, &r) in room.iter().enumerate() {
@@ -519,7 +549,7 @@ fn run(seed: u64, loss: f64, recv_first: bool, batch: usize) -> (u64, u64) {
     // Direct placement was the rule, not the exception (loss-free: nearly all).
     let data_pkts = sim.nodes[0].e.srd_stats().tx_data;
     println!("seed {seed} loss {loss} recv_first {recv_first}: {placed} placed, {bodies} bodies, {data_pkts} data packets");
-    if loss == 0.0 {
+    if loss == 0.0 && trailer_every == 0 {
         assert!(
             placed * 10 >= bodies * 8,
             "seed {seed}: only {placed} of {bodies} placed"
@@ -549,6 +579,22 @@ fn zero_copy_paths_deliver_exactly_under_loss_and_reordering() {
         batched > 20,
         "only {batched} datagrams placed by a batch of guesses"
     );
+}
+
+/// Datagrams that arrive longer than their header says (junk after the
+/// payload, as an on-path attacker can append to a replay of a packet whose
+/// original was lost) must never shift placed data: the network fuzzer found
+/// 1 MiB messages delivered with a segment's bytes moved by the junk's length
+/// when the header length was taken from the datagram's length.
+#[test]
+fn trailing_bytes_never_shift_placed_data() {
+    for seed in 1..=3u64 {
+        for &loss in &[0.0, 0.03] {
+            for batch in [1, 4] {
+                run_with(seed, loss, true, batch, 7);
+            }
+        }
+    }
 }
 
 /// Eager messages (one to five datagrams of up to 16 000 bytes) whose sends

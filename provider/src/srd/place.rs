@@ -6,7 +6,7 @@ use core::net::SocketAddr;
 
 use super::Srd;
 use crate::dgram::PeerId;
-use crate::wire::srd::{Packet, PacketType, Repr};
+use crate::wire::srd::{Packet, PacketType, Repr, HEADER_LEN};
 
 impl Srd {
     /// If `data` (a datagram whose headers are valid; the payload bytes after
@@ -17,6 +17,13 @@ impl Srd {
         let pkt = Packet::new_checked(data).ok()?;
         let h = Repr::parse(&pkt).ok()?;
         if h.ty != PacketType::Data || usize::from(h.payload_len) > self.p.max_payload {
+            return None;
+        }
+        // Exactly as long as the header says. Bytes after the payload (junk
+        // an on-path attacker appended to a replay) would otherwise be taken
+        // for headers and shift the placed payload by their length; such a
+        // datagram takes the copying path, which ignores them.
+        if data.len() != HEADER_LEN + usize::from(h.payload_len) {
             return None;
         }
         let id = *self.by_addr.get(&SocketAddr::new(from.ip(), h.src_port))?;
