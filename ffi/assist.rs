@@ -1,8 +1,8 @@
 //! Progress assist: one background thread drives endpoints the application has
 //! stopped calling for a while.
 //!
-//! spray reports FI_PROGRESS_MANUAL and normally moves data only inside the
-//! application's calls. But reliability lives in user space here: a lost packet
+//! spray reports FI_PROGRESS_MANUAL unless asked for FI_PROGRESS_AUTO, and a
+//! manual endpoint normally moves data only inside the application's calls. But reliability lives in user space here: a lost packet
 //! is resent, and a received one acknowledged, only when someone runs the
 //! engine. An application that injects a message and then blocks elsewhere
 //! (fi_pingpong on its TCP control channel, an MPI rank computing) would strand
@@ -11,6 +11,12 @@
 //! progresses it: it sleeps in ppoll on the idle endpoints' sockets, never past
 //! their next engine timer, and takes an endpoint's lock only with `try_lock`.
 //! The provider's cleanup stops it (see `shutdown` for exit from any thread).
+//!
+//! An endpoint opened with `data_progress = FI_PROGRESS_AUTO` is taken over
+//! after `AUTO_IDLE_NS` instead: from then on this thread sleeps on its socket
+//! and handles every datagram as it arrives, so transfers complete while the
+//! application makes no call. The price: while the application keeps calling,
+//! the thread wakes once per `AUTO_IDLE_NS` to see whether it stopped.
 
 use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,9 +27,10 @@ use std::time::{Duration, Instant};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
+use crate::consts::FI_PROGRESS_AUTO;
 use crate::ep::EpCore;
 use crate::io::clock;
-use crate::{log, params, stats};
+use crate::{log, params, stats, sys};
 
 struct Assist {
     eps: Mutex<Vec<Weak<EpCore>>>,
@@ -41,6 +48,24 @@ static ASSIST: Lazy<Assist> = Lazy::new(|| Assist {
 /// thread steps in, ns (0 = never).
 pub fn idle_ns() -> u64 {
     params::int_or("assist_us", 1000, 0, 60_000_000) as u64 * 1000
+}
+
+/// How long an FI_PROGRESS_AUTO endpoint may go without an application call
+/// before the assist thread progresses it, ns.
+pub const AUTO_IDLE_NS: u64 = 100_000;
+
+/// The assist delay of an endpoint opened with these domain attributes, ns:
+/// `AUTO_IDLE_NS` (or the shorter `idle_ns`) for automatic data progress,
+/// `idle_ns` otherwise; 0 when the assist is off (getinfo then refuses
+/// FI_PROGRESS_AUTO).
+pub fn idle_ns_for(domain_attr: Option<&sys::fi_domain_attr>) -> u64 {
+    let base = idle_ns();
+    let auto = domain_attr.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO);
+    if auto && base != 0 {
+        base.min(AUTO_IDLE_NS)
+    } else {
+        base
+    }
 }
 
 /// Watch `ep` (called when it is enabled); starts the thread on first use.
@@ -122,7 +147,11 @@ fn run() {
             }
         }
         for ep in &eps {
-            if now.saturating_sub(ep.last_app_ns()) < ep.assist_idle_ns {
+            let quiet = now.saturating_sub(ep.last_app_ns());
+            if quiet < ep.assist_idle_ns {
+                // Wake when it would have been quiet long enough (for
+                // automatic progress that is sooner than the tick).
+                limit = limit.min(ep.assist_idle_ns - quiet);
                 continue;
             }
             let Some(mut st) = ep.state.try_lock() else {

@@ -126,9 +126,13 @@ pub unsafe extern "C" fn av_open(
             return err::EINVAL;
         }
         // SAFETY: attr NULL or valid.
-        if let Some(a) = unsafe { attr.as_ref() } {
+        if let Some(a) = unsafe { attr.as_mut() } {
             if ![FI_AV_UNSPEC, FI_AV_TABLE, FI_AV_MAP].contains(&a.type_) {
                 return err::EINVAL;
+            }
+            if a.type_ == FI_AV_UNSPEC {
+                // fi_av(3): the provider picks, and says which through `type`.
+                a.type_ = FI_AV_TABLE;
             }
             if !a.name.is_null() || a.rx_ctx_bits != 0 {
                 // Named (shared) AVs and scalable endpoints are not offered.
@@ -200,13 +204,23 @@ unsafe extern "C" fn insert(
     addr: *const c_void,
     count: usize,
     fi_addr: *mut u64,
-    _flags: u64,
-    _context: *mut c_void,
+    flags: u64,
+    context: *mut c_void,
 ) -> c_int {
     with(av, |a| {
         if count > 0 && addr.is_null() {
             return err::EINVAL;
         }
+        // FI_SYNC_ERR: context is an array of `count` ints, one status per
+        // address: 0 inserted, a positive fabric errno refused (fi_av(3)).
+        let sync_err = if flags & FI_SYNC_ERR != 0 {
+            if count > 0 && context.is_null() {
+                return err::EINVAL;
+            }
+            context as *mut c_int
+        } else {
+            std::ptr::null_mut()
+        };
         let mut ok = 0;
         for i in 0..count {
             // SAFETY: addr holds count packed sockaddr_in entries (FI_SOCKADDR_IN).
@@ -216,13 +230,17 @@ unsafe extern "C" fn insert(
                     SOCKADDR_IN_LEN,
                 )
             };
-            let id = match one {
+            let (id, status) = match one {
                 Some(sa) if !sa.ip().is_unspecified() && sa.port() != 0 => {
                     ok += 1;
-                    a.insert(sa)
+                    (a.insert(sa), 0)
                 }
-                _ => FI_ADDR_NOTAVAIL,
+                _ => (FI_ADDR_NOTAVAIL, -err::EINVAL),
             };
+            if !sync_err.is_null() {
+                // SAFETY: with FI_SYNC_ERR, context has count int slots.
+                unsafe { *sync_err.add(i) = status };
+            }
             if !fi_addr.is_null() {
                 // SAFETY: fi_addr has count slots when non-NULL.
                 unsafe { *fi_addr.add(i) = id };

@@ -121,6 +121,11 @@ pub const FI_WAIT_UNSPEC: u32 = sys::fi_wait_obj_FI_WAIT_UNSPEC;
 pub const FI_WAIT_FD: u32 = sys::fi_wait_obj_FI_WAIT_FD;
 pub const FI_WAIT_YIELD: u32 = sys::fi_wait_obj_FI_WAIT_YIELD;
 
+/// `fi_av_insert` flag: report each address's status in the context array.
+pub const FI_SYNC_ERR: u64 = sys::FI_SYNC_ERR;
+/// `fi_mr_attr.iface` of host memory.
+pub const FI_HMEM_SYSTEM: u32 = sys::fi_hmem_iface_FI_HMEM_SYSTEM;
+
 /// `FI_ADDR_UNSPEC` / `FI_ADDR_NOTAVAIL` (both `(uint64_t)-1`).
 pub const FI_ADDR_UNSPEC: u64 = u64::MAX;
 pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;

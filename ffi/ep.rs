@@ -197,7 +197,8 @@ pub unsafe extern "C" fn endpoint_open(
         let core = Arc::new(EpCore {
             state: Mutex::new(state),
             last_app_ns: AtomicU64::new(clock::now_ns()),
-            assist_idle_ns: assist::idle_ns(),
+            // SAFETY: info's domain_attr is NULL or valid (checked above for info).
+            assist_idle_ns: assist::idle_ns_for(unsafe { i.domain_attr.as_ref() }),
         });
         let obj = Ep {
             fid: sys::fid_ep {

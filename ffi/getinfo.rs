@@ -7,7 +7,7 @@ use std::os::raw::c_char;
 
 use crate::consts::*;
 use crate::iface::{self, Iface};
-use crate::{addr, guard, limits, log, prov, sys};
+use crate::{addr, assist, guard, limits, log, prov, sys};
 
 /// Capabilities of the RDM endpoint.
 pub const RDM_CAPS: u64 = FI_MSG
@@ -42,10 +42,19 @@ const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_MORE
     | FI_REMOTE_CQ_DATA
     | FI_MATCH_COMPLETE;
-/// Orderings between RMA / atomic operations: granted as asked (as before
-/// spray offered RMA, so two-sided users see no change); `max_order_*_size` stay
-/// 0, which tells applications that no data ordering is promised.
-const RMA_ORDERS: u64 = 0xff | 0xff_0000_0000;
+/// Orderings of one-sided operations: none. RMA and atomics are applied at
+/// the target in whatever order their datagrams arrive over the paths, not
+/// ordered with each other nor with messages (PROTOCOL.md §10), so spray grants
+/// no RAR/RAW/WAR/WAW/SAR/SAW/RAS/WAS bit (nor the RMA_/ATOMIC_ ones) and
+/// refuses hints that require one (fi_endpoint(3): a granted write/read order
+/// needs a `max_order_*_size` it holds for; ours are 0).
+const ONE_SIDED_ORDERS: u64 = 0xff | 0xff_0000_0000;
+/// Capabilities of the receiving side only (target caps); the rest but
+/// `TX_ONLY_CAPS` go to both sides.
+const RX_ONLY_CAPS: u64 =
+    FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV;
+/// Capabilities of the initiating side only.
+const TX_ONLY_CAPS: u64 = FI_SEND | FI_READ | FI_WRITE;
 /// RMA access modifiers.
 const RMA_MODIFIERS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Registration modes spray honours when the application offers them.
@@ -60,12 +69,12 @@ struct Offer {
     ep_type: u32,
     caps: u64,
     msg_order: u64,
-    tx_msg_order: u64,
-    rx_msg_order: u64,
     max_msg_size: usize,
     inject_size: usize,
     mem_tag_format: u64,
     threading: u32,
+    control_progress: u32,
+    data_progress: u32,
     av_type: u32,
     mr_mode: i32,
     rma_iov_limit: usize,
@@ -250,13 +259,15 @@ fn build_offers(
             ep_type,
             caps,
             msg_order: order,
-            tx_msg_order: order,
-            rx_msg_order: order,
             max_msg_size: max_msg,
             inject_size: lim.inject_size.min(max_msg),
             mem_tag_format: tag,
             threading: FI_THREAD_SAFE,
-            av_type: FI_AV_TABLE,
+            control_progress: FI_PROGRESS_MANUAL,
+            data_progress: FI_PROGRESS_MANUAL,
+            // Both AV types are served (fi_addr_t is an index either way), so
+            // none is imposed unless asked: see `matches`.
+            av_type: FI_AV_UNSPEC,
             mr_mode: 0,
             rma_iov_limit: if caps & FI_RMA != 0 { RMA_IOV_LIMIT } else { 0 },
             resource_mgmt: FI_RM_ENABLED,
@@ -271,6 +282,12 @@ fn build_offers(
             if !unsafe { matches(version, h, &mut o) } {
                 continue;
             }
+        }
+        if version < fi_version(1, 5) && o.mr_mode != FI_MR_SCALABLE {
+            // Before 1.5 mr_mode is an enum, BASIC or SCALABLE (FI_MR_UNSPEC
+            // asks the provider to pick); the domain's key table then uses
+            // virtual addresses and provider keys (mr.rs).
+            o.mr_mode = FI_MR_BASIC;
         }
         out.push(o);
     }
@@ -308,6 +325,12 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         if ep.msg_prefix_size != 0 {
             return false;
         }
+        // No write/read ordering holds for any size (ONE_SIDED_ORDERS); as
+        // libfabric's util providers, asked sizes count when RMA or atomics are.
+        let sizes = ep.max_order_raw_size | ep.max_order_war_size | ep.max_order_waw_size;
+        if h.caps & (FI_RMA | FI_ATOMIC) != 0 && sizes != 0 {
+            return false;
+        }
         if ep.protocol != sys::FI_PROTO_UNSPEC {
             return false;
         }
@@ -335,12 +358,26 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         {
             return false;
         }
+        // Control operations (AV, binding, enable, names) all complete inside
+        // their call, so automatic control progress holds trivially.
+        if d.control_progress != FI_PROGRESS_UNSPEC {
+            o.control_progress = d.control_progress;
+        }
+        // Automatic data progress is the assist thread's work (assist.rs): it
+        // steps in for such endpoints after `assist::AUTO_IDLE_NS` and wakes on
+        // their sockets. With the assist switched off nothing would.
+        if d.data_progress == FI_PROGRESS_AUTO && assist::idle_ns() == 0 {
+            return false;
+        }
+        if d.data_progress != FI_PROGRESS_UNSPEC {
+            o.data_progress = d.data_progress;
+        }
         if d.resource_mgmt != FI_RM_UNSPEC {
             o.resource_mgmt = d.resource_mgmt;
         }
         match d.av_type {
-            FI_AV_UNSPEC | FI_AV_TABLE => {}
-            FI_AV_MAP => o.av_type = FI_AV_MAP,
+            FI_AV_UNSPEC => {}
+            FI_AV_TABLE | FI_AV_MAP => o.av_type = d.av_type,
             _ => return false,
         }
         if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
@@ -359,7 +396,13 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         if d.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM) & !o.caps != 0 {
             return false;
         }
-        if d.tx_ctx_cnt > 1 || d.rx_ctx_cnt > 1 || d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1 {
+        // One transmit and one receive context per endpoint, as many
+        // endpoints as `endpoint_count` (what we advertise is what we accept).
+        let eps = endpoint_count();
+        if d.ep_cnt > eps || d.tx_ctx_cnt > eps || d.rx_ctx_cnt > eps {
+            return false;
+        }
+        if d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1 {
             return false;
         }
         if d.auth_key_size != 0 {
@@ -372,7 +415,8 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
     }
-    let grantable = o.msg_order | RMA_ORDERS;
+    // Only the message order we keep (SAS on RDM); see ONE_SIDED_ORDERS.
+    let grantable = o.msg_order & !ONE_SIDED_ORDERS;
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
         if tx.caps & !o.caps != 0
@@ -389,7 +433,6 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
         o.tx_op_flags = tx.op_flags;
-        o.tx_msg_order = o.msg_order | (tx.msg_order & RMA_ORDERS);
     }
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
@@ -406,9 +449,26 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
         o.rx_op_flags = rx.op_flags;
-        o.rx_msg_order = o.msg_order | (rx.msg_order & RMA_ORDERS);
     }
     true
+}
+
+/// Most endpoints a domain advertises: each holds `FI_SPRAY_PATHS` sockets,
+/// so the process's descriptor limit bounds them (kept for the application's
+/// own descriptors: a quarter), and at most 1024.
+fn endpoint_count() -> usize {
+    let paths = crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64) as u64;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    let fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    };
+    (fds / 4 * 3 / paths).clamp(1, 1024) as usize
 }
 
 /// NULL hint names match anything; otherwise case-insensitive equality.
@@ -486,19 +546,20 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
         };
     }
     let dir_caps = o.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM);
-    tx.caps = dir_caps & !(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);
+    // Transmit caps are initiator caps, receive caps target caps (fi_getinfo(3)).
+    tx.caps = dir_caps & !RX_ONLY_CAPS;
     tx.mode = 0;
     tx.op_flags = o.tx_op_flags;
-    tx.msg_order = o.tx_msg_order;
+    tx.msg_order = o.msg_order;
     tx.comp_order = FI_ORDER_NONE;
     tx.inject_size = o.inject_size;
     tx.size = QUEUE_SIZE;
     tx.iov_limit = IOV_LIMIT;
     tx.rma_iov_limit = o.rma_iov_limit;
-    rx.caps = dir_caps & !FI_SEND;
+    rx.caps = dir_caps & !TX_ONLY_CAPS;
     rx.mode = 0;
     rx.op_flags = o.rx_op_flags;
-    rx.msg_order = o.rx_msg_order;
+    rx.msg_order = o.msg_order;
     rx.comp_order = FI_ORDER_NONE;
     rx.total_buffered_recv = 0;
     rx.size = QUEUE_SIZE;
@@ -513,17 +574,18 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     ep.rx_ctx_cnt = 1;
     dom.name = c_dup(&o.iface.name);
     dom.threading = o.threading;
-    dom.control_progress = FI_PROGRESS_MANUAL;
-    dom.data_progress = FI_PROGRESS_MANUAL;
+    dom.control_progress = o.control_progress;
+    dom.data_progress = o.data_progress;
     dom.resource_mgmt = o.resource_mgmt;
     dom.av_type = o.av_type;
     dom.mr_mode = o.mr_mode;
     dom.mr_key_size = 8;
     dom.cq_data_size = CQ_DATA_SIZE;
     dom.cq_cnt = 1024;
-    dom.ep_cnt = 1024;
-    dom.tx_ctx_cnt = 1024;
-    dom.rx_ctx_cnt = 1024;
+    let eps = endpoint_count();
+    dom.ep_cnt = eps;
+    dom.tx_ctx_cnt = eps;
+    dom.rx_ctx_cnt = eps;
     dom.max_ep_tx_ctx = 1;
     dom.max_ep_rx_ctx = 1;
     dom.max_ep_stx_ctx = 0;

@@ -13,7 +13,7 @@ use parking_lot::RwLock;
 use spray::{RmaAccess, RmaTarget};
 
 use crate::consts::err;
-use crate::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
+use crate::consts::{fi_version, FI_HMEM_SYSTEM, FI_REMOTE_READ, FI_REMOTE_WRITE};
 use crate::domain::{self, Domain};
 use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
@@ -363,6 +363,20 @@ unsafe extern "C" fn regattr(
         // SAFETY: attr is valid; we read only the leading fields, whose layout is
         // the same in every libfabric version (1.x and 2.x only appended / unioned later ones).
         let a = unsafe { &*attr };
+        // Only host memory: device memory (CUDA, ROCr, ZE, ...) would need
+        // FI_HMEM, which spray does not offer. libfabric's util providers
+        // return -FI_ENOSYS for an interface they cannot register
+        // (ofi_mr_regattr). `iface` exists from API 1.9 on; older
+        // applications' attributes end before it.
+        // SAFETY: dom comes from the application; validated by get.
+        let api = unsafe { domain::get(fid as *mut sys::fid_domain) }.map_or(0, |d| d.api_version);
+        if api >= fi_version(1, 9) && a.iface != FI_HMEM_SYSTEM {
+            crate::log::warn(&format!(
+                "fi_mr_regattr: iface {} is not host memory",
+                a.iface
+            ));
+            return err::ENOSYS;
+        }
         // SAFETY: mr_iov has iov_count entries.
         let Some(segs) = (unsafe { segs_of(a.mr_iov, a.iov_count) }) else {
             return err::EINVAL;
