@@ -243,7 +243,7 @@ impl Node for Placing {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.arrived += 1;
         let extended;
-        let data = if self.trailer_every > 0 && self.arrived % self.trailer_every == 0 {
+        let data = if self.trailer_every > 0 && self.arrived.is_multiple_of(self.trailer_every) {
             let mut v = data.to_vec();
             let n = 1 + (self.arrived % 61) as usize;
             v.extend((0..n).map(|k| (k as u8) ^ 0xC3));
