@@ -1,5 +1,7 @@
-//! Static ops tables for what spray does not implement (RMA, atomics, connection
-//! management, collectives): every entry returns `-FI_ENOSYS`, nothing crashes.
+//! Static ops tables for what an object does not do: RMA and atomics on
+//! DGRAM endpoints (reliable ones have `ep_rma`/`ep_atomic`), connection
+//! management (spray is connectionless) and collectives. Every entry returns
+//! `-FI_ENOSYS`; nothing crashes.
 #![allow(clippy::too_many_arguments)]
 
 use std::os::raw::{c_int, c_void};

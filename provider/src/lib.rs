@@ -1,6 +1,7 @@
 //! spray engine: the sans-IO heart of the spray libfabric provider.
 //!
-//! Layers, bottom up (see `DESIGN.md` and `PROTOCOL.md`):
+//! Layers, bottom up (the wire format and every mechanism are in the
+//! repository's `PROTOCOL.md`; the README says how to use and test it):
 //! - [`wire`]: Packet/Repr views of every header on the wire;
 //! - [`srd`]: the per-peer reliable, exactly-once, unordered, multipath
 //!   datagram core (paths, loss recovery, congestion control, credits);

@@ -31,10 +31,10 @@ impl Shared {
         Shared(Arc::new(Mutex::new(v)), 0, n)
     }
     fn bytes(&self) -> Vec<u8> {
-        self.0.lock().unwrap()[self.1..self.1 + self.2].to_vec()
+        self.0.lock().expect("buffer lock")[self.1..self.1 + self.2].to_vec()
     }
     fn fill(&self, x: u8) {
-        self.0.lock().unwrap()[self.1..self.1 + self.2].fill(x);
+        self.0.lock().expect("buffer lock")[self.1..self.1 + self.2].fill(x);
     }
 }
 
@@ -44,11 +44,11 @@ impl UserBuf for Shared {
     }
     fn read_at(&self, offset: usize, out: &mut [u8]) {
         let at = self.1 + offset;
-        out.copy_from_slice(&self.0.lock().unwrap()[at..at + out.len()]);
+        out.copy_from_slice(&self.0.lock().expect("buffer lock")[at..at + out.len()]);
     }
     fn write_at(&mut self, offset: usize, data: &[u8]) {
         let at = self.1 + offset;
-        self.0.lock().unwrap()[at..at + data.len()].copy_from_slice(data);
+        self.0.lock().expect("buffer lock")[at..at + data.len()].copy_from_slice(data);
     }
 }
 
