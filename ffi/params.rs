@@ -27,7 +27,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("paths", Kind::Int, "Entropy values (UDP source ports, one socket each) = paths per peer, 1..64 (default 16: with 4 ECMP links, 16 random ports leave a link unused ~4 % of the time, 8 ports ~38 %)"),
     ("mtu", Kind::Int, "Largest UDP payload sent, bytes (default: interface MTU - 28, capped by mtu_cap)"),
     ("mtu_cap", Kind::Int, "Upper bound of the automatic UDP payload size, bytes (default 65000)"),
-    ("unreachable_timeout_ms", Kind::Int, "A peer acknowledging nothing this long is unreachable and its operations fail, ms (default 30000)"),
+    ("unreachable_timeout_ms", Kind::Int, "A peer acknowledging nothing this long is unreachable and its operations fail, ms (default 5000: an MPI job whose rank died ends within seconds; raise it where a live peer may pause longer)"),
     ("ack_delay_us", Kind::Int, "Longest delay of an acknowledgement to batch it, us (default 20: a reply carries the ACK; 0 = one ACK per receive batch, sent before the receive completes)"),
     ("ack_every", Kind::Int, "Acknowledge at once after this many data packets (default 16)"),
     ("min_rto_us", Kind::Int, "Lower bound of the retransmission timer, us (default 2000)"),

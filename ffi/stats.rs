@@ -220,7 +220,7 @@ pub fn line(
     for (i, p) in peers.iter().enumerate() {
         let _ = write!(
             o,
-            "{}{{\"peer\":\"{}\",\"srtt_ns\":{},\"min_rtt_ns\":{},\"rto_ns\":{},\"cwnd_bytes\":{},\"pacing_rate_bps\":{},\"bandwidth_bps\":{},\"bytes_in_flight\":{},\"retransmits\":{},\"lost\":{},\"rtos\":{},\"tail_probes\":{},\"paths\":[",
+            "{}{{\"peer\":\"{}\",\"srtt_ns\":{},\"min_rtt_ns\":{},\"rto_ns\":{},\"cwnd_bytes\":{},\"pacing_rate_bps\":{},\"bandwidth_bps\":{},\"bytes_in_flight\":{},\"retransmits\":{},\"lost\":{},\"rtos\":{},\"tail_probes\":{},\"flowlet_cap_pkts\":{},\"flowlet_spread\":{},\"flowlet_tight\":{},\"paths\":[",
             if i > 0 { "," } else { "" },
             p.addr,
             p.srtt_ns,
@@ -233,7 +233,10 @@ pub fn line(
             p.retransmits,
             p.lost,
             p.rtos,
-            p.tail_probes
+            p.tail_probes,
+            p.flowlet_cap_pkts,
+            p.flowlet_spread,
+            p.flowlet_tight
         );
         let mut first = true;
         for x in p

@@ -20,11 +20,8 @@
 //! layout has the second segment) is handled as received, after every later
 //! datagram of the batch was put back together.
 
-use std::net::SocketAddr;
-
 use spray::{Engine, GuessCheck};
 
-use crate::addr;
 use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
@@ -267,7 +264,9 @@ impl Placer {
         let mono = clock::now_ns();
         let real_to_mono = i128::from(mono) - i128::from(clock::realtime_ns());
         let (when, seg) = rx.arrival(0, mono, real_to_mono, stats);
-        let from = SocketAddr::V4(addr::from_c(&rx.addr[0]));
+        let Some(from) = rx.from(0) else {
+            return Some((1, false));
+        };
         if trunc {
             stats.rx_truncated += 1;
             return Some((1, false));
@@ -387,7 +386,14 @@ impl Placer {
         // The first segment's length (the whole datagram unless coalesced).
         let dlen = seg.map_or(total, |g| g.min(total));
         self.note_coalesced(total.div_ceil(dlen.max(1)));
-        let from = SocketAddr::V4(addr::from_c(&rx.addr[0]));
+        let Some(from) = rx.from(0) else {
+            // Not a family we speak: take it off the socket and drop it.
+            rx.reset_hdr(0);
+            // SAFETY: header 0 points at our own address, control and slot-0 buffers.
+            unsafe { libc::recvmsg(fd, &mut rx.hdr[0].msg_hdr, libc::MSG_DONTWAIT) };
+            stats.syscalls += 1;
+            return Some(1);
+        };
         let mut pieces = [(std::ptr::null::<u8>(), 0usize); IOV_LIMIT];
         let mut np = 0;
         let mut hdr = 0;
@@ -562,13 +568,13 @@ impl Placer {
         for i in 0..r {
             let len = (rx.hdr[i].msg_len as usize).min(rx.slot_bytes);
             let trunc = rx.hdr[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            let from = SocketAddr::V4(addr::from_c(&rx.addr[i]));
+            let from = rx.from(i);
             let start = i * rx.slot_bytes;
             let (when, seg) = rx.arrival(i, mono, real_to_mono, stats);
             // The first segment's length (the whole datagram unless coalesced).
             let dlen = seg.map_or(len, |s| s.min(len));
             self.note_coalesced(len.div_ceil(dlen.max(1)));
-            if !broken && !trunc && dlen > head {
+            if let (false, false, true, Some(from)) = (broken, trunc, dlen > head, from) {
                 let q = self.guesses[i];
                 let seen = &rx.buf[start..start + dlen];
                 let check = engine.check_guess(from, seen, q.buf, q.at, q.n);
@@ -605,13 +611,14 @@ impl Placer {
                     self.take_back(rx, j, head);
                 }
             }
-            if trunc {
-                // Longer than a slot: dropped (what it wrote into its range
-                // was moved out, and the real data overwrites it later).
-                stats.rx_truncated += 1;
+            let Some(from) = from.filter(|_| !trunc) else {
+                // Longer than a slot, or from a family we do not speak:
+                // dropped (what it wrote into its range was moved out, and
+                // the real data overwrites it later).
+                stats.rx_truncated += u64::from(trunc);
                 got += 1;
                 continue;
-            }
+            };
             got += for_each_segment(
                 &rx.buf[start..start + len],
                 seg,

@@ -131,7 +131,7 @@ impl Config {
             paths: 8,
             local_paths: 1,
             max_datagram: 1472,
-            unreachable_timeout: Duration::from_secs(30),
+            unreachable_timeout: Duration::from_secs(5),
             ack_delay: Duration::from_micros(50),
             max_host_delay: Duration::from_millis(4),
             ack_every: 16,

@@ -475,7 +475,7 @@ impl Peer {
             if self.tx.slot(psn).state == SlotState::InFlight {
                 ctx.stats.tail_probes += 1;
                 self.paths.tail_probes += 1;
-                if self.fan_in_limited() && self.stall_probe_at.is_none() {
+                if self.stall_probe_at.is_none() && self.tx.delivered > 0 {
                     ctx.stats.tail_asks += 1;
                     self.tail_ask_due = true;
                     self.tail_ask = Some((psn, now));

@@ -180,6 +180,11 @@ pub struct PeerStats {
     pub rtos: u64,
     /// Tail-loss probes.
     pub tail_probes: u64,
+    /// Longest flowlet now, packets (see `PathSet::on_flowlet_acked`).
+    pub flowlet_cap_pkts: u32,
+    /// Flowlets whose acks came spread (the cap halved) / tight (it grew).
+    pub flowlet_spread: u64,
+    pub flowlet_tight: u64,
     /// Every path, by index.
     pub paths: Vec<PathStats>,
 }
@@ -229,6 +234,9 @@ impl super::Srd {
                     lost: paths.iter().map(|x| x.lost).sum(),
                     rtos: p.paths.rtos,
                     tail_probes: p.paths.tail_probes,
+                    flowlet_cap_pkts: p.paths.flowlet_cap(),
+                    flowlet_spread: p.paths.flowlet_spread,
+                    flowlet_tight: p.paths.flowlet_tight,
                     paths,
                 }
             })
