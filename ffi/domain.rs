@@ -23,6 +23,8 @@ pub struct Domain {
     pub av_type: u32,
     /// Registered memory that RMA and atomics from peers may access.
     pub mrs: Arc<mr::MrTable>,
+    /// The domain's default job key (`domain_attr->auth_key`), if any.
+    pub auth_key: Option<Vec<u8>>,
 }
 
 static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
@@ -68,6 +70,13 @@ pub unsafe extern "C" fn domain_open(
         let dattr = unsafe { (*info).domain_attr.as_ref() };
         let av_type = dattr.map_or(FI_AV_TABLE, |d| d.av_type);
         let mr_mode = dattr.map_or(0, |d| d.mr_mode);
+        // SAFETY: auth_key holds auth_key_size bytes (libfabric contract).
+        let auth_key =
+            match dattr.map(|d| unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) }) {
+                Some(Ok(k)) => k,
+                Some(Err(crate::auth::BadKey)) => return err::EINVAL,
+                None => None,
+            };
         let d = Domain {
             fid: sys::fid_domain {
                 fid: sys::fid {
@@ -83,6 +92,7 @@ pub unsafe extern "C" fn domain_open(
             api_version: f.api_version,
             av_type,
             mrs: Arc::new(mr::MrTable::new(mr_mode)),
+            auth_key,
         };
         f.refs.inc();
         // SAFETY: dom is a valid out-pointer.

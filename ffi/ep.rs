@@ -145,6 +145,14 @@ pub unsafe extern "C" fn endpoint_open(
         if ep_type != FI_EP_RDM && ep_type != FI_EP_DGRAM {
             return err::EINVAL;
         }
+        // SAFETY: auth_key holds auth_key_size bytes (libfabric contract).
+        let ep_key =
+            match ep_attr.map(|a| unsafe { crate::auth::key_of(a.auth_key, a.auth_key_size) }) {
+                Some(Ok(k)) => k,
+                Some(Err(crate::auth::BadKey)) => return err::EINVAL,
+                None => None,
+            };
+        let auth_key = crate::auth::job_key(ep_key.as_deref(), d.auth_key.as_deref());
         // SAFETY: src_addr NULL or src_addrlen bytes.
         let given = unsafe { addr::read_sockaddr_in(i.src_addr, i.src_addrlen) };
         let chosen = iface::choose();
@@ -182,6 +190,7 @@ pub unsafe extern "C" fn endpoint_open(
             inject_size: lim.inject_size.min(max_msg),
             directed_recv: (i.caps | rx.map_or(0, |r| r.caps)) & FI_DIRECTED_RECV != 0,
             caps: i.caps,
+            auth_key,
         };
         let mut state = EpState::new(setup, socks);
         let rdm = ep_type == FI_EP_RDM;

@@ -44,6 +44,8 @@ pub struct EpSetup {
     pub directed_recv: bool,
     /// The endpoint's capabilities (`fi_info.caps`): which CQs enable requires.
     pub caps: u64,
+    /// Job key (see `auth::job_key`): every packet is authenticated with it.
+    pub auth_key: Option<spray::config::AuthKey>,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -61,6 +63,8 @@ pub(crate) struct Running {
     /// Most rendezvous datagrams one receive round places (the engine's
     /// `ack_every`): a drain acknowledges between rounds (see `progress`).
     place_round: usize,
+    /// A job-key mismatch was logged (see `warn_key_mismatch`).
+    mac_warned: bool,
 }
 
 /// Everything an endpoint owns.
@@ -257,11 +261,21 @@ impl EpState {
         } else {
             EpMode::Rdm
         };
-        let cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
+        let mut cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
+        cfg.auth_key = self.setup.auth_key.clone();
         let place_round = cfg.ack_every as usize;
         log::info(&format!(
-            "endpoint {} ({:?}): {} paths, max datagram {} B, nonce {:#x}",
-            socks.local, mode, cfg.paths, cfg.max_datagram, cfg.nonce
+            "endpoint {} ({:?}): {} paths, max datagram {} B, nonce {:#x}, {}",
+            socks.local,
+            mode,
+            cfg.paths,
+            cfg.max_datagram,
+            cfg.nonce,
+            if cfg.auth_key.is_some() {
+                "job key set: every packet carries a MAC, no direct placement"
+            } else {
+                "no job key"
+            }
         ));
         let mut engine = Engine::new(cfg);
         if let Some(m) = self.min_multi_recv {
@@ -284,6 +298,7 @@ impl EpState {
             stale: true,
             next_timer: None,
             place_round,
+            mac_warned: false,
         });
         Ok(())
     }
@@ -619,6 +634,9 @@ impl EpState {
             run.stale = !run.io.flush(&mut run.engine, now);
             run.next_timer = run.engine.poll_timeout();
         }
+        if input && !run.mac_warned {
+            run.mac_warned = warn_key_mismatch(self.local, run.engine.srd_stats());
+        }
         while let Some(c) = self.run.as_mut().and_then(|r| r.engine.poll_completion()) {
             self.complete(c);
         }
@@ -738,6 +756,27 @@ pub(crate) fn op_result(rc: Result<(), OpError>) -> Errno {
         Err(OpError::TooLarge) => err::EMSGSIZE as isize,
         Err(OpError::BadPeer) | Err(OpError::Invalid) => err::EINVAL as isize,
     }
+}
+
+/// Log, once per endpoint, the first packets refused for a job key that
+/// differs from the sender's (one has a key and the other none, or another
+/// key): the usual sign of a job whose ranks were started with different
+/// `FI_SPRAY_AUTH_KEY`s. True once said.
+fn warn_key_mismatch(local: std::net::SocketAddrV4, s: &spray::srd::SrdStats) -> bool {
+    let why = if s.rx_mac_missing > 0 {
+        "packets without a MAC (the sender has no job key; this endpoint has one)"
+    } else if s.rx_mac_unexpected > 0 {
+        "packets with a MAC (the sender has a job key; this endpoint has none)"
+    } else if s.rx_bad_mac > 0 {
+        "packets with a wrong MAC (another job key, or forged or altered on the way)"
+    } else {
+        return false;
+    };
+    log::warn(&format!(
+        "endpoint {local}: dropping {why}; set the same FI_SPRAY_AUTH_KEY (or auth_key) on every \
+         endpoint of the job. Counted in rx_mac_missing / rx_mac_unexpected / rx_bad_mac"
+    ));
+    true
 }
 
 /// Most quiet time `linger` waits for on account of peers' timeouts, ns.

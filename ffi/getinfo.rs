@@ -84,6 +84,10 @@ struct Offer {
     src: SocketAddrV4,
     dest: Option<SocketAddrV4>,
     iface: Iface,
+    /// Job keys asked for in the hints (domain and endpoint `auth_key`),
+    /// echoed in the answer so that `fi_domain` / `fi_endpoint` get them.
+    domain_key: Option<Vec<u8>>,
+    ep_key: Option<Vec<u8>>,
 }
 
 /// The `getinfo` callback of our provider.
@@ -276,6 +280,8 @@ fn build_offers(
             src,
             dest,
             iface: chosen.clone(),
+            domain_key: None,
+            ep_key: None,
         };
         if let Some(h) = hints {
             // SAFETY: hints come in the running core's layout; sub-attrs are NULL or valid.
@@ -319,8 +325,13 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         if ep.max_msg_size > o.max_msg_size {
             return false;
         }
-        if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 || ep.auth_key_size != 0 {
+        if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 {
             return false;
+        }
+        // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
+        match unsafe { crate::auth::key_of(ep.auth_key, ep.auth_key_size) } {
+            Ok(k) => o.ep_key = k,
+            Err(crate::auth::BadKey) => return false,
         }
         if ep.msg_prefix_size != 0 {
             return false;
@@ -405,8 +416,10 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         if d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1 {
             return false;
         }
-        if d.auth_key_size != 0 {
-            return false;
+        // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
+        match unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) } {
+            Ok(k) => o.domain_key = k,
+            Err(crate::auth::BadKey) => return false,
         }
     }
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
@@ -572,6 +585,8 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     ep.mem_tag_format = o.mem_tag_format;
     ep.tx_ctx_cnt = 1;
     ep.rx_ctx_cnt = 1;
+    (ep.auth_key, ep.auth_key_size) = crate::auth::c_copy(o.ep_key.as_deref());
+    (dom.auth_key, dom.auth_key_size) = crate::auth::c_copy(o.domain_key.as_deref());
     dom.name = c_dup(&o.iface.name);
     dom.threading = o.threading;
     dom.control_progress = o.control_progress;
@@ -602,7 +617,8 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
         // appended fields; zero counter limits would read as "cannot count".
         // SAFETY: the struct came from the running 2.x core, so it has them.
         let d2 = unsafe { &mut *(i.domain_attr as *mut DomainAttr2) };
-        d2.max_ep_auth_key = 0;
+        // One job key per endpoint (its own, or the domain's).
+        d2.max_ep_auth_key = 1;
         d2.max_group_id = 0;
         d2.max_cntr_value = u64::MAX;
         d2.max_err_cntr_value = u64::MAX;

@@ -11,6 +11,7 @@
 
 pub mod addr;
 pub mod assist;
+pub mod auth;
 pub mod av;
 pub mod check;
 pub mod cntr;

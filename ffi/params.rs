@@ -48,6 +48,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("linger_ms", Kind::Int, "On close, keep answering peers until they were quiet this long (lost last ACKs), ms (default 10; 0 = close at once)"),
     ("stats", Kind::Str, "Write per-endpoint, per-peer and per-path counters (packets and bytes per path, retransmissions, RTOs, RTT, rate, window) as JSON lines to this file ('-' = stderr; %p = process id) at endpoint close"),
     ("stats_ms", Kind::Int, "With FI_SPRAY_STATS: also write the counters of every open endpoint every this many ms (from the progress-assist thread; default 0 = at close only)"),
+    ("auth_key", Kind::Str, "Job key: endpoints with one authenticate every packet (a 16-byte BLAKE3 MAC) and accept only packets with a valid MAC from endpoints with the same key; any string (its bytes are hashed into the key: use 32+ random characters, e.g. `openssl rand -hex 32`); an auth_key attribute of the endpoint or domain takes precedence; default none (no MAC, as without a key)"),
     ("assist_us", Kind::Int, "Progress an endpoint from a helper thread once the application has not called it for this long (retransmissions, ACKs), us (default 1000; 0 = never)"),
 ];
 

@@ -157,7 +157,7 @@ pub fn line(
         io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
         io.rx_gro_datagrams, io.rx_gro_packets, io.rx_chained
     );
-    let fields: [(&str, u64); 45] = [
+    let fields: [(&str, u64); 48] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -194,6 +194,9 @@ pub fn line(
         ("rx_stale_src", s.rx_stale_src),
         ("rx_bad_token", s.rx_bad_token),
         ("rx_no_session", s.rx_no_session),
+        ("rx_bad_mac", s.rx_bad_mac),
+        ("rx_mac_missing", s.rx_mac_missing),
+        ("rx_mac_unexpected", s.rx_mac_unexpected),
         ("rx_resets", s.rx_resets),
         ("rx_peer_limit", s.rx_peer_limit),
         ("peers", s.peers),

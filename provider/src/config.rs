@@ -13,6 +13,18 @@ pub enum EpMode {
     Dgram,
 }
 
+/// Key material of a job key (libfabric `auth_key`, or `FI_SPRAY_AUTH_KEY`):
+/// any bytes, hashed into the 256-bit key the MACs use (`srd/auth.rs`).
+/// Its `Debug` shows the length only, so a logged config never leaks it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthKey(pub Vec<u8>);
+
+impl core::fmt::Debug for AuthKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "AuthKey({} bytes)", self.0.len())
+    }
+}
+
 /// Configuration of one endpoint's engine.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -32,6 +44,12 @@ pub struct Config {
     /// engine (the FFI draws it from the OS). The default is a fixed value
     /// for tests and the simulator only.
     pub secret: [u8; 16],
+    /// Job key: with one, every packet carries a MAC keyed from it (and
+    /// from both incarnations' nonces, per session and direction), and only
+    /// packets with a valid MAC are accepted; without one, packets carry no
+    /// MAC and packets that do are refused. Endpoints of one job share it.
+    /// An empty key counts as none.
+    pub auth_key: Option<AuthKey>,
     /// Most peers this endpoint keeps state for. A peer a remote handshake
     /// would add beyond it is refused (counted in `rx_peer_limit`); peers the
     /// application names itself are always added.
@@ -108,6 +126,7 @@ impl Config {
             local,
             nonce: 1,
             secret: *b"spray test key!!",
+            auth_key: None,
             seed: 0x5eed,
             paths: 8,
             local_paths: 1,

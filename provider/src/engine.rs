@@ -59,6 +59,14 @@ impl<B: UserBuf> Engine<B> {
         &self.cfg
     }
 
+    /// Has this endpoint a job key (`Config::auth_key`): every packet it
+    /// sends carries a MAC, and it accepts only packets with a valid one?
+    /// Then no datagram is placed straight into an application buffer
+    /// (`place_with` and `guess_rdata` say no).
+    pub fn keyed(&self) -> bool {
+        self.srd.keyed()
+    }
+
     /// Largest message `post_send` accepts, in bytes.
     pub fn max_msg_size(&self) -> usize {
         self.msg.max_msg_size()
@@ -198,6 +206,10 @@ impl<B: UserBuf> Engine<B> {
     /// one must be moved out of its guessed place before anything is handled
     /// (its bytes sit where a datagram handled earlier may belong).
     pub fn guess_rdata_nth(&self, k: usize) -> Option<(&B, usize, usize)> {
+        if self.srd.keyed() {
+            // No placement with a job key (see `Srd::peek_data`).
+            return None;
+        }
         let (_, b, at, n) = self.msg.guess_rdata_nth(k)?;
         Some((b, at, n))
     }
@@ -311,6 +323,8 @@ impl<B: UserBuf> Engine<B> {
                 None => out.fill(0),
             }
             t.len += body.len;
+            // With a job key: the tag covers the body, now in `buf`.
+            self.srd.seal_body(&mut buf[..t.len], &mut |_| {});
         }
         Some(t)
     }
@@ -330,11 +344,18 @@ impl<B: UserBuf> Engine<B> {
         let mut t = self.poll_parts(now, buf)?;
         if let Some(b) = t.body {
             match self.msg.body(b.peer, b.token, b.key, b.len) {
-                Some((ub, off)) => body(ub, off, b.len),
+                Some((ub, off)) => {
+                    // With a job key the tag covers the body, read here from
+                    // the application's buffer (the datagram leaves from it).
+                    self.srd
+                        .seal_body(&mut buf[..t.len], &mut |s| feed_body(ub, off, b.len, s));
+                    body(ub, off, b.len)
+                }
                 None => {
                     buf.get_mut(t.len..t.len + b.len)?.fill(0);
                     t.len += b.len;
                     t.body = None;
+                    self.srd.seal_body(&mut buf[..t.len], &mut |_| {});
                 }
             }
         }
@@ -383,6 +404,19 @@ impl<B: UserBuf> Engine<B> {
     /// Per-peer and per-path counters and state (on-demand statistics).
     pub fn peer_stats(&self) -> Vec<crate::srd::PeerStats> {
         self.srd.peer_stats()
+    }
+}
+
+/// Feed `len` bytes at `off` of `b` to a tag being computed, a cache-sized
+/// piece at a time (`UserBuf` has no borrowed view of its bytes).
+fn feed_body<B: UserBuf>(b: &B, off: usize, len: usize, s: &mut crate::srd::Sealer) {
+    let mut chunk = [0u8; 4096];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(chunk.len());
+        b.read_at(off + at, &mut chunk[..n]);
+        s.update(&chunk[..n]);
+        at += n;
     }
 }
 

@@ -3,7 +3,7 @@
 
 use spray::rng::Rng;
 use spray::wire::srd::{
-    flags, AckRepr, HandshakeRepr, Packet, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN,
+    flags, AckRepr, HandshakeRepr, Packet, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN, TAG_LEN,
 };
 use spray::wire::WireError;
 
@@ -138,10 +138,16 @@ fn rejects_bad_headers() {
         Err(WireError::BadType)
     );
     let mut b = buf;
-    b[2] |= 0x80;
+    b[2] |= 0x40; // not a defined flag
     assert_eq!(
         Repr::parse(&Packet::new_unchecked(&b[..])),
         Err(WireError::Malformed)
+    );
+    let mut b = buf;
+    b[2] |= flags::MAC; // a tag would follow the header: 16 bytes missing
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Truncated)
     );
     let mut b = buf;
     b[8..16].fill(0); // src_nonce 0
@@ -246,10 +252,10 @@ fn handshake_vectors() {
         Err(WireError::Malformed)
     );
     let mut b = buf;
-    b[2] = flags::MAC;
+    b[2] = flags::MAC; // allowed on a HELLO, but then its tag is missing
     assert_eq!(
         Repr::parse(&Packet::new_unchecked(&b[..])),
-        Err(WireError::Malformed)
+        Err(WireError::Truncated)
     );
     let mut b = buf;
     b[7] = 8;
@@ -296,4 +302,120 @@ fn random_bytes_never_panic() {
         }
     }
     assert!(ok > 0, "mutations of a valid packet should sometimes parse");
+}
+
+/// The MAC test vector of PROTOCOL.md §2: the sample DATA packet flagged
+/// MAC, sent by incarnation 0x0102030405060708 to incarnation
+/// 0x1112131415161718 with job key material "spray test job key": header,
+/// the 16-byte tag, then the payload. The tag is recomputed here from the
+/// written recipe (BLAKE3 derive_key / keyed_hash), not from spray's code.
+#[test]
+fn mac_test_vector() {
+    let mut r = sample();
+    r.flags |= flags::MAC;
+    assert_eq!(r.buffer_len(), HEADER_LEN + TAG_LEN + 3);
+    let mut buf = vec![0u8; r.buffer_len()];
+    r.emit(&mut buf).unwrap();
+    buf[HEADER_LEN + TAG_LEN..].copy_from_slice(b"abc");
+    let (src, dst) = (0x0102_0304_0506_0708u64, 0x1112_1314_1516_1718u64);
+    let material = b"spray test job key";
+    // The recipe, step by step.
+    let job = blake3::derive_key("spray 2026-05 srd v2 job key", material);
+    let mut m = job.to_vec();
+    m.extend_from_slice(&src.to_be_bytes());
+    m.extend_from_slice(&dst.to_be_bytes());
+    let k = blake3::derive_key("spray 2026-05 srd v2 session mac", &m);
+    let mut input = buf[..HEADER_LEN].to_vec();
+    input.extend_from_slice(b"abc");
+    let full = blake3::keyed_hash(&k, &input);
+    let tag = &full.as_bytes()[..TAG_LEN];
+    assert_eq!(
+        spray::srd::session_tag(material, src, dst, &buf[..HEADER_LEN], b"abc").unwrap(),
+        tag
+    );
+    buf[HEADER_LEN..HEADER_LEN + TAG_LEN].copy_from_slice(tag);
+    #[rustfmt::skip]
+    let want_head: [u8; HEADER_LEN] = [
+        0x02, 0x01, 0x85, 0x05,             // flags MAC|ACK_PRESENT|RETRANSMIT
+        0x12, 0x34, 0x00, 0x03,             // payload_len 3: the tag is not counted
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+        0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
+        0x0a, 0x0b, 0x0c, 0x0d, 0x0a, 0x0b, 0x0c, 0x00,
+        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
+        0x19, 0x1a, 0x1b, 0x1c, 0x21, 0x22, 0x23, 0x24,
+        0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
+    ];
+    assert_eq!(&buf[..HEADER_LEN], &want_head[..]);
+    let hex: String = tag.iter().map(|b| format!("{b:02x} ")).collect();
+    println!("MAC vector tag: {hex}");
+    // The tag as PROTOCOL.md prints it.
+    let doc = include_str!("../../PROTOCOL.md");
+    assert!(doc.contains(hex.trim()), "PROTOCOL.md lacks the tag {hex}");
+    let p = Packet::new_checked(&buf[..]).unwrap();
+    assert_eq!(p.tag(), Some(tag));
+    assert_eq!(p.payload(), b"abc");
+    assert_eq!(Repr::parse(&p).unwrap(), r);
+    // A HELLO's tag uses the handshake key, derived from the job key alone.
+    let hk = blake3::derive_key("spray 2026-05 srd v2 handshake mac", &job);
+    let h = blake3::keyed_hash(&hk, &input);
+    assert_eq!(
+        spray::srd::handshake_tag(material, &buf[..HEADER_LEN], b"abc").unwrap(),
+        h.as_bytes()[..TAG_LEN]
+    );
+}
+
+/// The tags a keyed engine puts on the wire are those of the recipe: a
+/// DATA packet of a live session verifies with `session_tag` for the
+/// sender's and receiver's nonces.
+#[test]
+fn engine_tags_follow_the_recipe() {
+    use spray::config::AuthKey;
+    use spray::sim::check::{config, payload};
+    use spray::sim::{addr, Node, SrdNode};
+    use spray::time::Instant;
+    let key = b"recipe";
+    let cfg = |i: usize, nonce: u64| {
+        let mut c = config(i, 1, nonce);
+        c.auth_key = Some(AuthKey(key.to_vec()));
+        c
+    };
+    let mut n = [SrdNode::new(&cfg(0, 0xaaaa)), SrdNode::new(&cfg(1, 0xbbbb))];
+    n[0].push(addr(1), 1, payload(1, 100));
+    let mut buf = vec![0u8; 4096];
+    let mut checked = 0;
+    let mut now = Instant::ZERO;
+    for _ in 0..10 {
+        for x in n.iter_mut() {
+            if x.poll_timeout().is_some_and(|t| t <= now) {
+                x.handle_timeout(now);
+            }
+        }
+        for i in 0..2 {
+            while let Some(t) = n[i].poll_transmit(now, &mut buf) {
+                let d = buf[..t.len].to_vec();
+                let p = Packet::new_checked(&d[..]).unwrap();
+                let h = Repr::parse(&p).unwrap();
+                assert_ne!(h.flags & flags::MAC, 0);
+                let (src, dst) = if i == 0 {
+                    (0xaaaa, 0xbbbb)
+                } else {
+                    (0xbbbb, 0xaaaa)
+                };
+                let want = match h.ty {
+                    PacketType::Hello | PacketType::Challenge | PacketType::Reset => {
+                        spray::srd::handshake_tag(key, p.header_bytes(), p.payload())
+                    }
+                    _ => {
+                        checked += 1;
+                        spray::srd::session_tag(key, src, dst, p.header_bytes(), p.payload())
+                    }
+                };
+                assert_eq!(p.tag(), want.as_ref().map(|t| &t[..]), "{h:?}");
+                n[1 - i].handle_datagram(now, addr(i), &d);
+            }
+        }
+        now = now + core::time::Duration::from_millis(1);
+    }
+    assert!(checked >= 2, "a DATA and its ACK");
+    assert_eq!(n[0].acked().count(), 1);
 }

@@ -4,6 +4,7 @@
 //! receiver credits. Sans-IO: `handle_*` in, `poll_*` out.
 
 mod ack;
+mod auth;
 pub mod cc;
 mod path;
 mod peer;
@@ -26,12 +27,13 @@ use crate::hash::FastMap;
 use crate::config::Config;
 use crate::dgram::{Datagrams, Deferred, DgramEvent, FailReason, PeerId, SendError};
 use crate::time::Instant;
-use crate::wire::srd::{CREDIT_UNLIMITED, HEADER_LEN};
+use crate::wire::srd::{flags, CREDIT_UNLIMITED, HEADER_LEN, TAG_LEN};
 
 use peer::{Ctx, Params, Peer};
 use timer::Timer;
 use tx::SlotState;
 
+pub use auth::{handshake_tag, session_tag, Sealer};
 pub use path::Health;
 pub use stats::{PathStats, PeerStats, SrdStats};
 
@@ -94,15 +96,22 @@ pub struct Srd {
     next_sweep: Option<Instant>,
     /// A peer was used since the sweep was last armed.
     sweep_wanted: bool,
+    /// The job key and its derived keys (`Config::auth_key`), if any.
+    auth: Option<auth::Auth>,
+    /// The key of the packet `poll_transmit` last returned with a deferred
+    /// body: its tag waits for the body (`seal_body`).
+    unsealed: Option<auth::MacKey>,
 }
 
 impl Srd {
     /// A core for the endpoint described by `cfg`.
     pub fn new(cfg: &Config) -> Self {
+        let auth = cfg.auth_key.as_ref().and_then(|k| auth::Auth::new(&k.0));
+        let head = HEADER_LEN + if auth.is_some() { TAG_LEN } else { 0 };
         let max_payload = cfg
             .max_datagram
-            .clamp(HEADER_LEN + 1, HEADER_LEN + usize::from(u16::MAX))
-            - HEADER_LEN;
+            .clamp(head + 1, head + usize::from(u16::MAX))
+            - head;
         let p = Params {
             nonce: cfg.nonce.max(1),
             port: cfg.local.port(),
@@ -123,6 +132,8 @@ impl Srd {
             unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
             flowlet: (cfg.flowlet_bytes / max_payload.max(1)).clamp(1, 64) as u32,
+            head,
+            mac_flag: if auth.is_some() { flags::MAC } else { 0 },
         };
         let stats = SrdStats {
             path_sent: vec![0; usize::from(p.paths)],
@@ -130,11 +141,18 @@ impl Srd {
             ..SrdStats::default()
         };
         Srd {
-            sess: session::Sessions::new(cfg.nonce, cfg.secret, cfg.stateless_per_sec),
+            sess: session::Sessions::new(
+                cfg.nonce,
+                cfg.secret,
+                cfg.stateless_per_sec,
+                if auth.is_some() { flags::MAC } else { 0 },
+            ),
             max_peers: cfg.max_peers.max(1) as usize,
             idle_ns: (cfg.peer_idle_timeout.as_nanos() as u64).max(1),
             next_sweep: None,
             sweep_wanted: false,
+            auth,
+            unsealed: None,
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
@@ -288,9 +306,10 @@ impl Srd {
     /// The next packet to put on the wire, written into `buf`
     /// (`buf.len() >= cfg.max_datagram`), or `None` (nothing to send, or paced).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if buf.len() < HEADER_LEN + self.p.max_payload {
+        if buf.len() < self.p.head + self.p.max_payload {
             return None;
         }
+        self.unsealed = None;
         if let Some(t) = self.poll_stateless(buf) {
             return Some(t);
         }
@@ -326,6 +345,7 @@ impl Srd {
                 peer.last_active = now;
                 self.cursor = (i + 1) % n;
                 self.arm_sweep(now);
+                self.seal(i, buf, &t);
                 return Some(t);
             }
             if peer.quiescent() {

@@ -71,6 +71,11 @@ pub struct Params {
     pub seed: u64,
     /// New data packets per path in a row (see `Config::flowlet_bytes`).
     pub flowlet: u32,
+    /// Where a packet's payload starts, bytes: the header, and the tag
+    /// with a job key.
+    pub head: usize,
+    /// `flags::MAC` with a job key (every packet carries a tag), else 0.
+    pub mac_flag: u8,
 }
 
 /// Shared state a peer's methods need from the endpoint.
@@ -105,6 +110,8 @@ pub struct Peer {
     /// Nonces of its earlier incarnations (most recent first): their late
     /// packets are dropped, even with a cookie that was once valid.
     pub retired_nonces: [u64; super::session::RETIRED],
+    /// The session's MAC keys (with a job key, once a session is up).
+    pub(crate) keys: Option<super::auth::PeerKeys>,
     /// Our handshake under way (HELLO sent, CHALLENGE awaited).
     pub(crate) hs: Option<super::session::Pending>,
     /// A HELLO must go out.
@@ -236,6 +243,7 @@ impl Peer {
             token: 0,
             own_cookie: 0,
             retired_nonces: [0; super::session::RETIRED],
+            keys: None,
             hs: None,
             hs_due: false,
             last_verify: None,

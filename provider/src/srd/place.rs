@@ -14,6 +14,11 @@ impl Srd {
     /// is new DATA that `handle_datagram` would deliver, its peer and payload.
     /// Read-only: the datagram is handled afterwards as usual.
     pub fn peek_data<'a>(&self, from: SocketAddr, data: &'a [u8]) -> Option<(PeerId, &'a [u8])> {
+        if self.keyed() {
+            // With a job key the MAC must be checked before a payload may
+            // land in application memory: no placement (PROTOCOL.md §8).
+            return None;
+        }
         let pkt = Packet::new_checked(data).ok()?;
         let h = Repr::parse(&pkt).ok()?;
         if h.ty != PacketType::Data || usize::from(h.payload_len) > self.p.max_payload {

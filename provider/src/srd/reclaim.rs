@@ -53,6 +53,7 @@ impl Srd {
                 let mut fresh = Peer::new(old.id, old.addr, &self.p);
                 fresh.establish(old.remote_nonce, old.token, old.own_cookie);
                 fresh.retired_nonces = old.retired_nonces;
+                fresh.keys = old.keys;
                 fresh.last_verify = old.last_verify;
                 fresh.probe_no = old.probe_no;
                 // Packet numbers go on: everything below was acked or failed,

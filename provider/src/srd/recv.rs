@@ -300,7 +300,17 @@ impl Srd {
             self.stats.rx_malformed += 1;
             return None;
         }
+        if !self.mac_expected(&h) {
+            return None;
+        }
         let addr = SocketAddr::new(from.ip(), h.src_port);
+        if matches!(
+            h.ty,
+            PacketType::Hello | PacketType::Challenge | PacketType::Reset
+        ) && !self.handshake_tag_ok(&pkt)
+        {
+            return None;
+        }
         match h.ty {
             PacketType::Hello => {
                 self.on_hello(now, addr, &h, pkt.payload_ref());
@@ -317,7 +327,7 @@ impl Srd {
             PacketType::Data | PacketType::Ack | PacketType::Probe => {}
         }
         // Nothing below runs for a packet without a valid session token.
-        let id = self.admit_packet(now, addr, &h)?;
+        let id = self.admit_packet(now, addr, &h, &pkt)?;
         self.activate(id.0 as usize);
         self.sweep_wanted = true;
         self.arm_sweep(now);

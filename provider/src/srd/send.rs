@@ -19,9 +19,7 @@ const FLOWLET_NS: u64 = 100_000;
 /// Flowlets shorter than this are single packets, bytes (a pacing rate
 /// below about 1.8 Gbit/s).
 const FLOWLET_MIN_BYTES: u128 = 22_000;
-use crate::wire::srd::{
-    flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
-};
+use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, MAX_SACK_EXT_BYTES};
 
 impl Peer {
     /// The ack to piggyback, if we have received anything from this peer.
@@ -357,7 +355,7 @@ impl Peer {
         }
         let ack = self.take_ack(now, true, ctx.credit, ctx.p.credit_budget);
         let ext = buf
-            .get_mut(HEADER_LEN..HEADER_LEN + MAX_SACK_EXT_BYTES)
+            .get_mut(ctx.p.head..ctx.p.head + MAX_SACK_EXT_BYTES)
             .map_or(0, |b| self.rx.write_ext(b));
         h.payload_len = ext as u16;
         ctx.stats.tx_acks += 1;
@@ -372,6 +370,7 @@ impl Peer {
         ack: Option<AckRepr>,
     ) -> Option<Transmit> {
         h.ack = ack;
+        h.flags |= ctx.p.mac_flag;
         if h.emit(buf).is_err() {
             return None;
         }
@@ -443,9 +442,11 @@ impl Peer {
             key: slot.body.key,
             len: slot.body.len,
         });
-        let total = HEADER_LEN + len;
+        let at = ctx.p.head;
+        let total = at + len;
+        h.flags |= ctx.p.mac_flag;
         if h.emit(buf).is_ok() {
-            if let Some(dst) = buf.get_mut(HEADER_LEN..HEADER_LEN + head) {
+            if let Some(dst) = buf.get_mut(at..at + head) {
                 dst.copy_from_slice(&slot.buf[..head]);
             }
         }
@@ -472,7 +473,7 @@ impl Peer {
         Transmit {
             dst: self.addr,
             path,
-            len: HEADER_LEN + head,
+            len: at + head,
             body,
         }
     }

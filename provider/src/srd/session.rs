@@ -15,7 +15,9 @@ use super::timer::Timer;
 use super::{Srd, Transmit};
 use crate::dgram::PeerId;
 use crate::time::Instant;
-use crate::wire::srd::{HandshakeRepr, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN};
+use crate::wire::srd::{
+    HandshakeRepr, Packet, PacketType, Repr, CAP_MAC, HANDSHAKE_LEN, HEADER_LEN, TAG_LEN,
+};
 
 /// Most stateless replies waiting for `poll_transmit`; more are dropped.
 const STATELESS_QUEUE: usize = 1024;
@@ -47,8 +49,14 @@ pub(crate) struct Sessions {
     k1: u64,
     /// Handshakes started (makes each echo value fresh).
     started: u64,
-    /// Stateless replies waiting: destination and bytes.
-    queue: VecDeque<(SocketAddr, [u8; HEADER_LEN + HANDSHAKE_LEN], usize)>,
+    /// Stateless replies waiting: destination and bytes (tag not yet written).
+    queue: VecDeque<(
+        SocketAddr,
+        [u8; HEADER_LEN + TAG_LEN + HANDSHAKE_LEN],
+        usize,
+    )>,
+    /// `flags::MAC` with a job key, else 0 (see `Params::mac_flag`).
+    mac_flag: u8,
     /// Token bucket of stateless replies, in millionths of a reply.
     bucket: u64,
     /// When the bucket was last refilled.
@@ -60,7 +68,7 @@ pub(crate) struct Sessions {
 impl Sessions {
     /// Keys from `secret` and `nonce` (so an engine restarted with a new
     /// nonce issues new cookies even if it was wrongly given the old secret).
-    pub fn new(nonce: u64, secret: [u8; 16], per_sec: u32) -> Self {
+    pub fn new(nonce: u64, secret: [u8; 16], per_sec: u32, mac_flag: u8) -> Self {
         let mut a = [0u8; 8];
         let mut b = [0u8; 8];
         a.copy_from_slice(&secret[..8]);
@@ -75,6 +83,7 @@ impl Sessions {
             bucket: STATELESS_BURST * 1_000_000,
             bucket_at: Instant::ZERO,
             per_sec: u64::from(per_sec.max(1)),
+            mac_flag,
         }
     }
 
@@ -122,12 +131,14 @@ impl Sessions {
         if !self.allow(now) {
             return false;
         }
-        let mut b = [0u8; HEADER_LEN + HANDSHAKE_LEN];
+        let mut h = *h;
+        h.flags |= self.mac_flag;
+        let mut b = [0u8; HEADER_LEN + TAG_LEN + HANDSHAKE_LEN];
         if h.emit(&mut b).is_err() {
             return false;
         }
         if let Some(hs) = hs {
-            if hs.emit(&mut b[HEADER_LEN..]).is_err() {
+            if hs.emit(&mut b[h.payload_offset()..]).is_err() {
                 return false;
             }
         }
@@ -212,11 +223,12 @@ impl Peer {
         hs.tries += 1;
         let payload = HandshakeRepr {
             value: hs.echo,
-            caps: 0,
+            caps: if p.mac_flag != 0 { CAP_MAC } else { 0 },
         };
-        let h = bare(PacketType::Hello, p.port, p.nonce, 0, HANDSHAKE_LEN as u16);
+        let mut h = bare(PacketType::Hello, p.port, p.nonce, 0, HANDSHAKE_LEN as u16);
+        h.flags = p.mac_flag;
         h.emit(buf).ok()?;
-        payload.emit(buf.get_mut(HEADER_LEN..)?).ok()?;
+        payload.emit(buf.get_mut(p.head..)?).ok()?;
         self.timers
             .set(Timer::Handshake, now + Duration::from_nanos(wait));
         Some(Transmit {
@@ -232,7 +244,11 @@ impl Srd {
     /// The next stateless reply, written into `buf`.
     pub(crate) fn poll_stateless(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let (dst, b, len) = self.sess.queue.pop_front()?;
-        buf.get_mut(..len)?.copy_from_slice(&b[..len]);
+        let out = buf.get_mut(..len)?;
+        out.copy_from_slice(&b[..len]);
+        if let Some(a) = &self.auth {
+            a.handshake.seal(out);
+        }
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += len as u64;
         Some(Transmit {
@@ -271,7 +287,7 @@ impl Srd {
         );
         let cookie = HandshakeRepr {
             value: self.sess.cookie(addr, h.src_nonce),
-            caps: 0,
+            caps: if self.auth.is_some() { CAP_MAC } else { 0 },
         };
         if self.sess.reply(now, addr, &reply, Some(cookie)) {
             self.stats.tx_challenges += 1;
@@ -310,6 +326,7 @@ impl Srd {
             peer.restart(&mut ctx, h.src_nonce);
         }
         peer.establish(h.src_nonce, hs.value, own);
+        self.set_keys(i, None);
         self.activate(i);
     }
 
@@ -346,13 +363,15 @@ impl Srd {
         now: Instant,
         addr: SocketAddr,
         h: &Repr,
+        pkt: &Packet<&[u8]>,
     ) -> Option<PeerId> {
         let known = self.by_addr.get(&addr).copied();
         if let Some(id) = known {
             let peer = &self.peers[id.0 as usize];
             if peer.remote_nonce != 0 && h.src_nonce == peer.remote_nonce {
                 if h.dst_token == peer.token || h.dst_token == peer.own_cookie {
-                    return Some(id);
+                    let key = peer.keys.map(|k| k.rx);
+                    return self.tag_ok(key, pkt).then_some(id);
                 }
                 self.stats.rx_bad_token += 1;
                 return None;
@@ -384,6 +403,15 @@ impl Srd {
             }
             return None;
         }
+        // A live holder of our CHALLENGE, or someone who saw it: only the
+        // tag (with a job key) tells, before anything is created or changed.
+        let key = self
+            .auth
+            .as_ref()
+            .map(|a| a.session(h.src_nonce, self.sess.nonce));
+        if !self.tag_ok(key, pkt) {
+            return None;
+        }
         let id = match known {
             Some(id) => id,
             None => {
@@ -409,6 +437,7 @@ impl Srd {
         peer.hs_due = false;
         peer.timers.stop(Timer::Handshake);
         peer.establish(h.src_nonce, cookie, cookie);
+        self.set_keys(i, key);
         Some(id)
     }
 }

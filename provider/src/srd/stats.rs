@@ -86,6 +86,16 @@ pub struct SrdStats {
     /// our cookie (forged, or for an incarnation of ours that is gone;
     /// dropped, no state kept; DATA / PROBE answered by a rate-limited RESET).
     pub rx_no_session: u64,
+    /// Packets whose MAC tag is wrong (forged or altered on the way, or of
+    /// another job, session or direction; dropped before they touch any
+    /// state). Only with a job key.
+    pub rx_bad_mac: u64,
+    /// Packets without a MAC while we have a job key (an endpoint without
+    /// the key, or a forgery; dropped).
+    pub rx_mac_missing: u64,
+    /// Packets with a MAC while we have no job key (an endpoint with a key
+    /// we lack; dropped).
+    pub rx_mac_unexpected: u64,
     /// RESETs that echoed our token (each may start a check handshake).
     pub rx_resets: u64,
     /// Sessions refused because `max_peers` peers exist.

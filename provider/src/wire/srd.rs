@@ -5,6 +5,8 @@
 //! and CHALLENGE: a `HandshakeRepr`). Every header carries the sender's
 //! incarnation nonce and the session token the receiver checks. The
 //! acknowledgement fields are meaningful only when `ACK_PRESENT` is set.
+//! With flag `MAC` (an endpoint with a job key), a `TAG_LEN`-byte tag sits
+//! between the header and the payload (see `srd/auth.rs`).
 
 use super::WireError;
 
@@ -12,6 +14,9 @@ use super::WireError;
 pub const VERSION: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 56;
+/// Bytes of the authentication tag that follows the header of a packet
+/// flagged `MAC` (outside `payload_len`; the payload starts after it).
+pub const TAG_LEN: usize = 16;
 /// Payload of a HELLO or CHALLENGE, bytes (`HandshakeRepr`): equal sizes, so
 /// a CHALLENGE never carries more than the HELLO that asked for it.
 pub const HANDSHAKE_LEN: usize = 16;
@@ -97,12 +102,11 @@ pub mod flags {
     /// retransmissions); PROBE: the sender waits for credit. The receiver
     /// schedules its zero-credit grants among the senders that set it.
     pub const MORE: u8 = 0x08;
-    /// Reserved for the optional per-packet MAC (a trailer after the
-    /// payload, keyed by a job key): not implemented in this version, so a
-    /// packet with it set is malformed.
+    /// A `TAG_LEN`-byte authentication tag follows the header (the sender
+    /// has a job key; see `srd/auth.rs`). The payload starts after the tag.
     pub const MAC: u8 = 0x80;
     /// Bits that are defined; the others must be zero.
-    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE;
+    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE | MAC;
 }
 
 /// A checked view over the bytes of one SRD packet.
@@ -140,16 +144,32 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(p)
     }
 
-    /// `Truncated` unless the buffer holds the header and `payload_len` bytes.
+    /// `Truncated` unless the buffer holds the header, the tag (flag `MAC`)
+    /// and `payload_len` bytes.
     pub fn check_len(&self) -> Result<(), WireError> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
             return Err(WireError::Truncated);
         }
-        if b.len() < HEADER_LEN + usize::from(self.payload_len()) {
+        if b.len() < self.payload_offset() + usize::from(self.payload_len()) {
             return Err(WireError::Truncated);
         }
         Ok(())
+    }
+
+    /// Where the payload starts: after the header, and the tag if flagged `MAC`.
+    pub fn payload_offset(&self) -> usize {
+        if self.flags() & flags::MAC != 0 {
+            HEADER_LEN + TAG_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+
+    /// The authentication tag (after `check_len`; `None` without flag `MAC`).
+    pub fn tag(&self) -> Option<&[u8]> {
+        (self.flags() & flags::MAC != 0)
+            .then(|| &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + TAG_LEN])
     }
 
     /// Version byte.
@@ -220,7 +240,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The payload (after `check_len`).
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
-        &b[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
+        let at = self.payload_offset();
+        &b[at..at + usize::from(self.payload_len())]
+    }
+
+    /// The header bytes (`HEADER_LEN`; after `check_len`).
+    pub fn header_bytes(&self) -> &[u8] {
+        &self.buffer.as_ref()[..HEADER_LEN]
     }
 }
 
@@ -228,7 +254,8 @@ impl<'a> Packet<&'a [u8]> {
     /// The payload with the buffer's lifetime (after `check_len`).
     pub fn payload_ref(&self) -> &'a [u8] {
         let b: &'a [u8] = self.buffer;
-        &b[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
+        let at = self.payload_offset();
+        &b[at..at + usize::from(self.payload_len())]
     }
 }
 
@@ -254,7 +281,9 @@ pub struct AckRepr {
 pub struct Repr {
     /// Packet type.
     pub ty: PacketType,
-    /// `ACK_NOW` / `RETRANSMIT` bits (`ACK_PRESENT` is implied by `ack`).
+    /// `ACK_NOW` / `RETRANSMIT` / `MORE` / `MAC` bits (`ACK_PRESENT` is
+    /// implied by `ack`). `MAC`: a tag follows the header (`emit` leaves its
+    /// bytes to the caller, see `srd/auth.rs`).
     pub flags: u8,
     /// Sender's path index.
     pub path: u8,
@@ -292,11 +321,15 @@ impl Repr {
             // An ACK's payload is extra SACK bitmap words (see `sack_words`).
             PacketType::Ack => plen % 8 == 0 && plen <= MAX_SACK_EXT_BYTES,
             PacketType::Probe => plen == 0,
-            // Session-less packets: no flags, no ack; a RESET and a
-            // CHALLENGE name a token, a HELLO has none yet.
-            PacketType::Reset => plen == 0 && fl == 0 && p.dst_token() != 0,
-            PacketType::Hello => plen == HANDSHAKE_LEN && fl == 0 && p.dst_token() == 0,
-            PacketType::Challenge => plen == HANDSHAKE_LEN && fl == 0 && p.dst_token() != 0,
+            // Session-less packets: no flags but MAC, no ack; a RESET and
+            // a CHALLENGE name a token, a HELLO has none yet.
+            PacketType::Reset => plen == 0 && fl & !flags::MAC == 0 && p.dst_token() != 0,
+            PacketType::Hello => {
+                plen == HANDSHAKE_LEN && fl & !flags::MAC == 0 && p.dst_token() == 0
+            }
+            PacketType::Challenge => {
+                plen == HANDSHAKE_LEN && fl & !flags::MAC == 0 && p.dst_token() != 0
+            }
         };
         if !ok {
             return Err(WireError::Malformed);
@@ -330,12 +363,22 @@ impl Repr {
         })
     }
 
-    /// Header plus payload length in bytes.
+    /// Header, tag (flag `MAC`) and payload length in bytes.
     pub fn buffer_len(&self) -> usize {
-        HEADER_LEN + usize::from(self.payload_len)
+        self.payload_offset() + usize::from(self.payload_len)
     }
 
-    /// Write the header into `buf[..HEADER_LEN]` (the caller writes the payload).
+    /// Where the payload starts: `HEADER_LEN`, plus `TAG_LEN` with flag `MAC`.
+    pub fn payload_offset(&self) -> usize {
+        if self.flags & flags::MAC != 0 {
+            HEADER_LEN + TAG_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+
+    /// Write the header into `buf[..HEADER_LEN]` (the caller writes the tag
+    /// and the payload).
     /// Returns `Truncated` if `buf` is shorter than the header.
     pub fn emit(&self, buf: &mut [u8]) -> Result<(), WireError> {
         let b = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
@@ -366,6 +409,12 @@ impl Repr {
     }
 }
 
+/// `HandshakeRepr::caps` bit: the sender authenticates every packet with a
+/// job key (flag `MAC`). Informational: a keyed endpoint refuses every packet
+/// without a valid tag whatever the caps say, so nothing can be negotiated
+/// down by an on-path attacker.
+pub const CAP_MAC: u64 = 1;
+
 /// The payload of a HELLO or CHALLENGE (`HANDSHAKE_LEN` bytes, big-endian).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct HandshakeRepr {
@@ -373,9 +422,8 @@ pub struct HandshakeRepr {
     /// (fresh per attempt, never 0). CHALLENGE: the session token (cookie)
     /// the initiator puts in `dst_token` from now on (never 0).
     pub value: u64,
-    /// Feature bits the sender offers (0 in this version; a receiver ignores
-    /// bits it does not know, a feature is on when both sides set it). Bit 0
-    /// is reserved for the per-packet MAC with a job key.
+    /// Feature bits the sender offers (a receiver ignores bits it does not
+    /// know). Bit 0 (`CAP_MAC`): the sender has a job key.
     pub caps: u64,
 }
 
