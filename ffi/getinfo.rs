@@ -42,12 +42,14 @@ const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_MORE
     | FI_REMOTE_CQ_DATA
     | FI_MATCH_COMPLETE;
-/// Orderings of one-sided operations: none. RMA and atomics are applied at
-/// the target in whatever order their datagrams arrive over the paths, not
-/// ordered with each other nor with messages (PROTOCOL.md §10), so spray grants
-/// no RAR/RAW/WAR/WAW/SAR/SAW/RAS/WAS bit (nor the RMA_/ATOMIC_ ones) and
-/// refuses hints that require one (fi_endpoint(3): a granted write/read order
-/// needs a `max_order_*_size` it holds for; ours are 0).
+/// Orderings of one-sided operations (RAR/RAW/WAR/WAW/SAR/SAW/RAS/WAS and
+/// their RMA_/ATOMIC_ forms). RMA and atomics are applied at the target in
+/// whatever order their datagrams arrive over the paths (PROTOCOL.md §10), so
+/// an asked bit is echoed with every `max_order_*_size` 0: by fi_endpoint(3)
+/// the order then holds for operations smaller than 0 bytes, i.e. none, and
+/// an MPI reads the sizes before relying on it. Refusing the bits instead
+/// (as fabtests' getinfo test would like) made Intel MPI's fi_getinfo fail
+/// with -FI_ENODATA: it asks them and has no fallback.
 const ONE_SIDED_ORDERS: u64 = 0xff | 0xff_0000_0000;
 /// Capabilities of the receiving side only (target caps); the rest but
 /// `TX_ONLY_CAPS` go to both sides.
@@ -69,6 +71,9 @@ struct Offer {
     ep_type: u32,
     caps: u64,
     msg_order: u64,
+    /// One-sided order bits the hints asked, echoed per side (sizes 0).
+    tx_one_sided: u64,
+    rx_one_sided: u64,
     max_msg_size: usize,
     inject_size: usize,
     mem_tag_format: u64,
@@ -263,6 +268,8 @@ fn build_offers(
             ep_type,
             caps,
             msg_order: order,
+            tx_one_sided: 0,
+            rx_one_sided: 0,
             max_msg_size: max_msg,
             inject_size: lim.inject_size.min(max_msg),
             mem_tag_format: tag,
@@ -336,12 +343,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         if ep.msg_prefix_size != 0 {
             return false;
         }
-        // No write/read ordering holds for any size (ONE_SIDED_ORDERS); as
-        // libfabric's util providers, asked sizes count when RMA or atomics are.
-        let sizes = ep.max_order_raw_size | ep.max_order_war_size | ep.max_order_waw_size;
-        if h.caps & (FI_RMA | FI_ATOMIC) != 0 && sizes != 0 {
-            return false;
-        }
+        // Asked max_order_*_size are answered with 0 (see ONE_SIDED_ORDERS).
         if ep.protocol != sys::FI_PROTO_UNSPEC {
             return false;
         }
@@ -428,8 +430,9 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
     }
-    // Only the message order we keep (SAS on RDM); see ONE_SIDED_ORDERS.
-    let grantable = o.msg_order & !ONE_SIDED_ORDERS;
+    // The message order we keep (SAS on RDM), and one-sided orders for no
+    // size (see ONE_SIDED_ORDERS).
+    let grantable = o.msg_order | ONE_SIDED_ORDERS;
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
         if tx.caps & !o.caps != 0
@@ -446,6 +449,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
         o.tx_op_flags = tx.op_flags;
+        o.tx_one_sided = tx.msg_order & ONE_SIDED_ORDERS;
     }
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
@@ -462,6 +466,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
         o.rx_op_flags = rx.op_flags;
+        o.rx_one_sided = rx.msg_order & ONE_SIDED_ORDERS;
     }
     true
 }
@@ -563,7 +568,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     tx.caps = dir_caps & !RX_ONLY_CAPS;
     tx.mode = 0;
     tx.op_flags = o.tx_op_flags;
-    tx.msg_order = o.msg_order;
+    tx.msg_order = o.msg_order | o.tx_one_sided;
     tx.comp_order = FI_ORDER_NONE;
     tx.inject_size = o.inject_size;
     tx.size = QUEUE_SIZE;
@@ -572,7 +577,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     rx.caps = dir_caps & !TX_ONLY_CAPS;
     rx.mode = 0;
     rx.op_flags = o.rx_op_flags;
-    rx.msg_order = o.msg_order;
+    rx.msg_order = o.msg_order | o.rx_one_sided;
     rx.comp_order = FI_ORDER_NONE;
     rx.total_buffered_recv = 0;
     rx.size = QUEUE_SIZE;
