@@ -46,8 +46,18 @@ fn set_buf(fd: i32, force: libc::c_int, plain: libc::c_int, bytes: usize) {
     }
 }
 
-/// A non-blocking UDP socket bound to `at`.
-fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAddrV4)> {
+/// SO_RCVBUF of the sending sockets (all but socket 0), bytes: nothing reads
+/// them, so a large buffer would only be kernel memory anyone can fill (the
+/// kernel doubles it and raises it to its minimum, about 4.5 KiB).
+const SEND_ONLY_RCVBUF: usize = 4096;
+
+/// A non-blocking UDP socket bound to `at`, with `rcvbuf` / `sndbuf` bytes of
+/// kernel buffer.
+fn udp_socket(
+    at: SocketAddrV4,
+    rcvbuf: usize,
+    sndbuf: usize,
+) -> io::Result<(OwnedFd, SocketAddrV4)> {
     // SAFETY: plain socket creation; ownership passes to OwnedFd below.
     let fd = unsafe {
         libc::socket(
@@ -61,8 +71,8 @@ fn udp_socket(at: SocketAddrV4, sockbuf: usize) -> io::Result<(OwnedFd, SocketAd
     }
     // SAFETY: fd is a fresh descriptor we own.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    set_buf(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, sockbuf);
-    set_buf(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sockbuf);
+    set_buf(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcvbuf);
+    set_buf(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sndbuf);
     let sa = addr::to_c(at);
     // SAFETY: binds our socket to a valid sockaddr_in of the stated length.
     let rc = unsafe {
@@ -111,7 +121,7 @@ pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Res
     let mut last_err = None;
     for i in 0..tries {
         let port = at.port().wrapping_add(i);
-        match udp_socket(SocketAddrV4::new(*at.ip(), port), sockbuf) {
+        match udp_socket(SocketAddrV4::new(*at.ip(), port), sockbuf, sockbuf) {
             Ok(s) => {
                 first = Some(s);
                 break;
@@ -131,7 +141,7 @@ pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Res
     };
     let mut fds = vec![fd0];
     for _ in 1..paths {
-        match udp_socket(SocketAddrV4::new(*at.ip(), 0), sockbuf) {
+        match udp_socket(SocketAddrV4::new(*at.ip(), 0), SEND_ONLY_RCVBUF, sockbuf) {
             Ok((fd, _)) => fds.push(fd),
             Err(e) => return Err(-e.raw_os_error().unwrap_or(libc::EIO)),
         }
