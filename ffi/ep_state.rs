@@ -44,6 +44,11 @@ pub struct EpSetup {
     pub directed_recv: bool,
     /// The endpoint's capabilities (`fi_info.caps`): which CQs enable requires.
     pub caps: u64,
+    /// Transmit queue size (`tx_attr->size`): sends, RMA and atomics posted
+    /// and not completed; past it posts return `-FI_EAGAIN`.
+    pub tx_size: usize,
+    /// Receive queue size (`rx_attr->size`): receives posted and not completed.
+    pub rx_size: usize,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -257,11 +262,19 @@ impl EpState {
         } else {
             EpMode::Rdm
         };
-        let cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
+        let mut cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
+        cfg.max_tx_ops = self.setup.tx_size;
+        cfg.max_rx_ops = self.setup.rx_size;
         let place_round = cfg.ack_every as usize;
         log::info(&format!(
-            "endpoint {} ({:?}): {} paths, max datagram {} B, epoch {:#x}",
-            socks.local, mode, cfg.paths, cfg.max_datagram, cfg.epoch
+            "endpoint {} ({:?}): {} paths, max datagram {} B, epoch {:#x}, tx/rx queue {}/{}",
+            socks.local,
+            mode,
+            cfg.paths,
+            cfg.max_datagram,
+            cfg.epoch,
+            cfg.max_tx_ops,
+            cfg.max_rx_ops
         ));
         let mut engine = Engine::new(cfg);
         if let Some(m) = self.min_multi_recv {
@@ -374,6 +387,9 @@ impl EpState {
         if let Err(e) = self.check_source(&buf) {
             return e;
         }
+        if !self.make_room(true) {
+            return err::EAGAIN as isize;
+        }
         let buf = if flags & FI_INJECT != 0 {
             match self.inject_copy(buf) {
                 Ok(b) => b,
@@ -454,6 +470,9 @@ impl EpState {
         if !check::addressable(&buf) {
             return err::EINVAL as isize;
         }
+        if flags & FI_PEEK == 0 && !self.make_room(false) {
+            return err::EAGAIN as isize;
+        }
         let rflags = RecvFlags {
             peek: flags & FI_PEEK != 0,
             claim: flags & FI_CLAIM != 0,
@@ -495,6 +514,28 @@ impl EpState {
             self.take_completions();
         }
         op_result(rc)
+    }
+
+    /// Operations the transmit (`tx`) or receive queue still takes.
+    pub fn room(&self, tx: bool) -> usize {
+        match (&self.run, tx) {
+            (Some(r), true) => r.engine.tx_room(),
+            (Some(r), false) => r.engine.rx_room(),
+            (None, true) => self.setup.tx_size,
+            (None, false) => self.setup.rx_size,
+        }
+    }
+
+    /// Is there room in the transmit (`tx`) or receive queue for one more
+    /// operation? When it is full, progress first (completions arrive with
+    /// acks and data): an application that only retries its post on
+    /// `-FI_EAGAIN`, without reading a CQ, still drains its queue.
+    pub(crate) fn make_room(&mut self, tx: bool) -> bool {
+        if self.room(tx) > 0 {
+            return true;
+        }
+        self.progress();
+        self.room(tx) > 0
     }
 
     /// Before the endpoint goes away: keep answering until the peers have been
@@ -699,13 +740,15 @@ impl EpState {
     /// Keep an inject copy for reuse.
     pub(crate) fn recycle(&mut self, buf: Option<FfiBuf>) {
         if let Some(FfiBuf::Owned(v)) = buf {
-            if self.inject_pool.len() < 256 && v.capacity() >= self.setup.inject_size {
+            if self.inject_pool.len() < 256 && v.capacity() <= self.setup.inject_size {
                 self.inject_pool.push(v);
             }
         }
     }
 
-    /// A private copy of `buf` (FI_INJECT), at most `inject_size` bytes.
+    /// A private copy of `buf` (FI_INJECT), at most `inject_size` bytes. As
+    /// long as the data: a full transmit queue of small injects then holds
+    /// their bytes, not `inject_size` each (16384 x 4 KiB).
     pub(crate) fn inject_copy(&mut self, buf: FfiBuf) -> Result<FfiBuf, Errno> {
         if buf.len() > self.setup.inject_size {
             return Err(err::EMSGSIZE as isize);
@@ -713,7 +756,8 @@ impl EpState {
         let mut v = self
             .inject_pool
             .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
+            .unwrap_or_else(|| Vec::with_capacity(buf.len()));
+        v.clear();
         v.resize(buf.len(), 0);
         buf.read_at(0, &mut v);
         Ok(FfiBuf::Owned(v))

@@ -36,6 +36,8 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("initial_window", Kind::Int, "Initial congestion window, packets (default 64)"),
     ("rx_credit_packets", Kind::Int, "Receiver credit budget shared by the senders of an incast, packets beyond their cumulative acks (default 64); size it to the switch buffer in front of the receiver"),
     ("max_unexpected_bytes", Kind::Size, "Most unexpected (unmatched) message bytes held per endpoint (default 64 MiB)"),
+    ("tx_size", Kind::Int, "Transmit queue size offered and enforced (tx_attr->size): sends, injects, RMA and atomics posted and not completed; past it posts return -FI_EAGAIN (default 16384; an application may ask for less)"),
+    ("rx_size", Kind::Int, "Receive queue size offered and enforced (rx_attr->size): receives posted and not completed; past it posts return -FI_EAGAIN (default 16384; an application may ask for less)"),
     ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 65536)"),
     ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),
     ("gso", Kind::Int, "Send runs of datagrams to one peer on one path (flowlets) as one segmented send, UDP GSO: 1 = yes where the kernel has it (default; falls back by itself where a device refuses), 0 = one datagram per send entry"),

@@ -70,6 +70,13 @@ pub struct Config {
     /// Most bytes of unexpected (not yet matched) message data held per endpoint;
     /// past it senders are held back (nothing is dropped).
     pub max_unexpected_bytes: usize,
+    /// Most operations this endpoint initiated and has not completed (sends,
+    /// injects, RMA, atomics; libfabric's `tx_attr->size`): past it a post is
+    /// refused with `OpError::Again` until some complete. At least 1.
+    pub max_tx_ops: usize,
+    /// Most receives posted and not completed (libfabric's `rx_attr->size`);
+    /// past it a post is refused with `OpError::Again`. At least 1.
+    pub max_rx_ops: usize,
     /// Messages up to this size go eagerly; larger use rendezvous (message layer).
     pub eager_limit: usize,
     /// New data sent on one path in a row before the next path's turn (a
@@ -101,6 +108,8 @@ impl Config {
             rx_credit_packets: 64,
             unscheduled_packets: 1,
             max_unexpected_bytes: 64 << 20,
+            max_tx_ops: 16 << 10,
+            max_rx_ops: 16 << 10,
             eager_limit: 64 << 10,
             flowlet_bytes: 64 << 10,
         }

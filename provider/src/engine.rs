@@ -352,6 +352,17 @@ impl<B: UserBuf> Engine<B> {
         self.msg.pending_initiated()
     }
 
+    /// Sends, RMA and atomics `post_send` / `post_rma` still take before
+    /// `OpError::Again` (`Config::max_tx_ops` minus those not completed).
+    pub fn tx_room(&self) -> usize {
+        self.msg.tx_room()
+    }
+
+    /// Receives `post_recv` still takes before `OpError::Again`.
+    pub fn rx_room(&self) -> usize {
+        self.msg.rx_room()
+    }
+
     /// The next finished operation.
     pub fn poll_completion(&mut self) -> Option<Completion<B>> {
         self.msg.poll_completion()

@@ -80,6 +80,10 @@ pub struct MsgLayer<B: UserBuf> {
     max_unexpected_bytes: usize,
     init_credit_bytes: usize,
     credit_batch_bytes: usize,
+    /// Most operations initiated and not completed (`Config::max_tx_ops`).
+    max_tx_ops: usize,
+    /// Most receives posted and not completed (`Config::max_rx_ops`).
+    max_rx_ops: usize,
     /// Last `max_payload` the datagram service reported, bytes.
     payload_max: usize,
     min_multi_recv: usize,
@@ -132,6 +136,8 @@ impl<B: UserBuf> MsgLayer<B> {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
             init_credit_bytes: init_credit,
             credit_batch_bytes: (init_credit / 4).max(1),
+            max_tx_ops: cfg.max_tx_ops.max(1),
+            max_rx_ops: cfg.max_rx_ops.max(1),
             rndv_placing: 0,
             placed: false,
             last_rdata: None,
@@ -170,9 +176,13 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
+    /// `Again` while `max_tx_ops` operations are not completed.
     pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
         if op.buf.len() > self.max_msg_size() {
             return Err(OpError::TooLarge);
+        }
+        if self.tx_room() == 0 {
+            return Err(OpError::Again);
         }
         self.enqueue_send(op);
         Ok(())
@@ -182,8 +192,13 @@ impl<B: UserBuf> MsgLayer<B> {
     /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
     /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
     /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
-    /// `Invalid` for an op/datatype pair `atomic_valid` refuses.
+    /// `Invalid` for an op/datatype pair `atomic_valid` refuses; `Again` while
+    /// `max_tx_ops` operations are not completed (they share the transmit queue
+    /// with sends).
     pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        if self.tx_room() == 0 && self.mode == EpMode::Rdm {
+            return Err(OpError::Again);
+        }
         self.rma_post(op)
     }
 
@@ -199,13 +214,18 @@ impl<B: UserBuf> MsgLayer<B> {
         self.rma_max_atomic_count(dt.size(), compare)
     }
 
-    /// Post a receive; it may match an unexpected message at once.
+    /// Post a receive; it may match an unexpected message at once. `Again` while
+    /// `max_rx_ops` receives are posted and not completed (a peek, which
+    /// completes at once, is always taken).
     pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
         let f = op.flags;
         if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
             || (f.discard && !f.peek && !f.claim)
         {
             return Err(OpError::Invalid);
+        }
+        if !f.peek && self.rx_room() == 0 {
+            return Err(OpError::Again);
         }
         self.post_recv_impl(op);
         Ok(())
@@ -416,6 +436,18 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Most unexpected bytes ever held at once.
     pub fn peak_unexpected_bytes(&self) -> usize {
         self.peak_unexp_bytes
+    }
+
+    /// Operations `post_send` / `post_rma` would still take now (`max_tx_ops`
+    /// minus those not completed).
+    pub fn tx_room(&self) -> usize {
+        self.max_tx_ops.saturating_sub(self.pending_initiated())
+    }
+
+    /// Receives `post_recv` would still take now (`max_rx_ops` minus those
+    /// posted and not completed).
+    pub fn rx_room(&self) -> usize {
+        self.max_rx_ops.saturating_sub(self.recvs.len())
     }
 
     /// Operations in flight: queued or unfinished sends, posted receives, incoming records.
