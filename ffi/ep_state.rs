@@ -823,6 +823,8 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     ) as u32;
     cfg.max_unexpected_bytes =
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
+    cfg.max_unexpected_msgs =
+        params::get_size("max_unexpected_msgs").unwrap_or(d.max_unexpected_msgs);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
     cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
     let (epoch, seed) = epoch_and_seed();

@@ -1,10 +1,11 @@
 //! Transmit and receive queues are bounded (issue 17, "memory grows without
 //! limit"), through the real libfabric core: getinfo offers `tx_attr->size` /
 //! `rx_attr->size` and echoes a smaller one asked in the hints; the endpoint
-//! enforces the size its info carries. Sends to a peer that reads nothing
-//! return `-FI_EAGAIN` once that many are not completed, and nothing is lost:
-//! once the peer receives, every message arrives and every send completes.
-//! Posted receives past `rx_attr->size` get `-FI_EAGAIN` too.
+//! enforces the size its info carries. Sends and injects to a peer that reads
+//! nothing (not even progressing, or progressing without receives) return
+//! `-FI_EAGAIN` once that many are not completed, and nothing is lost: once the
+//! peer receives, every message arrives and every send completes. Posted
+//! receives past `rx_attr->size` get `-FI_EAGAIN` too.
 //!
 //! The progress-assist thread is off here (`FI_SPRAY_ASSIST_US=0`) so that an
 //! endpoint nobody calls really does nothing.
@@ -241,6 +242,32 @@ fn tsend_to_a_peer_that_never_reads_gets_eagain() {
     assert_eq!(t.size_left(0, true), 0);
     receive_all(&t, accepted, accepted);
     assert_eq!(t.size_left(0, true), size as isize);
+    t.close();
+}
+
+/// A peer that progresses but posts no receive: it holds its share of
+/// unexpected messages (their sends complete on their acks); the rest wait at
+/// the sender, filling its queue (300 asked in the hints, echoed by getinfo),
+/// and `fi_tinject` returns `-FI_EAGAIN`. Nothing is lost once it receives.
+#[test]
+fn inject_to_a_peer_without_receives_gets_eagain() {
+    let info = info_sized(300, 0);
+    assert_eq!(unsafe { (*(*info).tx_attr).size }, 300, "asked size echoed");
+    let t = Two::new(info);
+    let bufs: Vec<u64> = (0..100_000).collect();
+    let (accepted, again) = flood(&t, &bufs, true, true, bufs.len());
+    println!("fi_tinject to a peer without receives: {accepted} accepted before -FI_EAGAIN");
+    assert!(again, "no -FI_EAGAIN after {accepted} injects");
+    // Its share of 65536 / 64 unexpected messages, then 300 waiting.
+    assert_eq!(accepted, 1024 + 300, "injects accepted before -FI_EAGAIN");
+    receive_all(&t, accepted, 0);
+    // The waiting injects completed (silently): the queue is empty again.
+    let start = Instant::now();
+    while t.size_left(0, true) != 300 {
+        t.drain(0);
+        t.drain(1);
+        assert!(start.elapsed() < Duration::from_secs(10), "queue not empty");
+    }
     t.close();
 }
 

@@ -246,6 +246,12 @@ impl<B: UserBuf> Engine<B> {
         self.msg.stats()
     }
 
+    /// Unexpected messages held now (unmatched, held back for send order or
+    /// claimed; rendezvous requests included) and their eager bytes.
+    pub fn unexpected(&self) -> (usize, usize) {
+        (self.msg.unexpected_msgs(), self.msg.unexpected_bytes())
+    }
+
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.srd.handle_timeout(now);
