@@ -1,4 +1,5 @@
-//! `struct sockaddr_in` ⇄ `SocketAddrV4` conversions at the C boundary.
+//! Socket address conversions at the C boundary: `sockaddr_in` ⇄ `SocketAddrV4`
+//! (the AV and endpoint names) and `CAddr`, either family (the I/O layer).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::raw::c_void;
@@ -68,4 +69,93 @@ pub fn alloc_sockaddr_in(a: SocketAddrV4) -> *mut libc::sockaddr_in {
         unsafe { p.write(to_c(a)) };
     }
     p
+}
+
+/// A socket address in C form, either family: what the I/O layer hands the
+/// kernel (`msg_name`) and gets back from it.
+#[derive(Copy, Clone)]
+pub struct CAddr {
+    /// The address (`sockaddr_in` or `sockaddr_in6` at its start).
+    pub ss: libc::sockaddr_storage,
+    /// Bytes of `ss` in use.
+    pub len: libc::socklen_t,
+}
+
+impl CAddr {
+    /// An unspecified IPv4 address (a placeholder).
+    pub fn none() -> CAddr {
+        CAddr::from(std::net::SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::UNSPECIFIED,
+            0,
+        )))
+    }
+
+    /// Room for any address the kernel may write (`msg_namelen` of a receive).
+    pub const ROOM: libc::socklen_t =
+        std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+
+    /// The Rust form; `None` for a family other than IPv4 and IPv6.
+    pub fn get(&self) -> Option<std::net::SocketAddr> {
+        match i32::from(self.ss.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: ss holds a sockaddr_in (family AF_INET); storage is
+                // larger and suitably aligned.
+                let s = unsafe { &*(&self.ss as *const _ as *const libc::sockaddr_in) };
+                Some(std::net::SocketAddr::V4(from_c(s)))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: as above for sockaddr_in6 (family AF_INET6).
+                let s = unsafe { &*(&self.ss as *const _ as *const libc::sockaddr_in6) };
+                Some(std::net::SocketAddr::V6(std::net::SocketAddrV6::new(
+                    std::net::Ipv6Addr::from(s.sin6_addr.s6_addr),
+                    u16::from_be(s.sin6_port),
+                    u32::from_be(s.sin6_flowinfo),
+                    s.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+
+    /// A pointer for `msg_name` / `connect` / `bind`.
+    pub fn as_ptr(&self) -> *const libc::sockaddr {
+        (&self.ss as *const libc::sockaddr_storage).cast()
+    }
+
+    /// A mutable pointer for `msg_name` of a receive.
+    pub fn as_mut_ptr(&mut self) -> *mut libc::sockaddr {
+        (&mut self.ss as *mut libc::sockaddr_storage).cast()
+    }
+}
+
+impl From<std::net::SocketAddr> for CAddr {
+    fn from(a: std::net::SocketAddr) -> CAddr {
+        // SAFETY: an all-zero sockaddr_storage is a valid value.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = match a {
+            std::net::SocketAddr::V4(v4) => {
+                // SAFETY: storage is larger than and aligned for sockaddr_in.
+                unsafe { (&mut ss as *mut _ as *mut libc::sockaddr_in).write(to_c(v4)) };
+                SOCKADDR_IN_LEN
+            }
+            std::net::SocketAddr::V6(v6) => {
+                let s = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: v6.port().to_be(),
+                    sin6_flowinfo: v6.flowinfo().to_be(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: v6.ip().octets(),
+                    },
+                    sin6_scope_id: v6.scope_id(),
+                };
+                // SAFETY: storage is larger than and aligned for sockaddr_in6.
+                unsafe { (&mut ss as *mut _ as *mut libc::sockaddr_in6).write(s) };
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        CAddr {
+            ss,
+            len: len as libc::socklen_t,
+        }
+    }
 }

@@ -267,12 +267,12 @@ impl EpState {
         cfg.max_rx_ops = self.setup.rx_size;
         let place_round = cfg.ack_every as usize;
         log::info(&format!(
-            "endpoint {} ({:?}): {} paths, max datagram {} B, epoch {:#x}, tx/rx queue {}/{}",
+            "endpoint {} ({:?}): {} paths, max datagram {} B, nonce {:#x}, tx/rx queue {}/{}",
             socks.local,
             mode,
             cfg.paths,
             cfg.max_datagram,
-            cfg.epoch,
+            cfg.nonce,
             cfg.max_tx_ops,
             cfg.max_rx_ops
         ));
@@ -827,24 +827,8 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
         params::get_size("max_unexpected_msgs").unwrap_or(d.max_unexpected_msgs);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
     cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
-    let (epoch, seed) = epoch_and_seed();
-    cfg.epoch = epoch;
-    cfg.seed = seed;
+    cfg.max_peers = params::int_or("max_peers", i64::from(d.max_peers), 1, 1 << 24) as u32;
+    cfg.peer_idle_timeout = ms("peer_idle_timeout_ms", d.peer_idle_timeout);
+    crate::identity::fill(&mut cfg);
     cfg
-}
-
-/// Incarnation number (wall-clock based: a restarted process gets a larger one;
-/// 256 ms steps in the high 28 bits, 4 random bits to split restarts within a
-/// step) and an RNG seed.
-fn epoch_and_seed() -> (u32, u64) {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let ms = wall.as_millis() as u64;
-    // SAFETY: getpid has no preconditions.
-    let pid = u64::from(unsafe { libc::getpid() } as u32);
-    let mut seed = (wall.as_nanos() as u64) ^ (pid << 32) ^ clock::now_ns().rotate_left(17);
-    seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let epoch = ((((ms >> 8) as u32) << 4) | (seed >> 60) as u32).max(1);
-    (epoch, seed)
 }

@@ -28,6 +28,7 @@ pub mod eq;
 pub mod fabric;
 pub mod getinfo;
 pub mod guard;
+pub mod identity;
 pub mod iface;
 pub mod io;
 pub mod limits;

@@ -152,17 +152,22 @@ pub fn line(
     );
     let _ = write!(
         o,
-        ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{},\"rx_guessed\":{},\"rx_guess_missed\":{},\"tx_gso_sends\":{},\"tx_gso_packets\":{},\"tx_gso_fallbacks\":{},\"rx_gro_datagrams\":{},\"rx_gro_packets\":{}}}",
+        ",\"io\":{{\"rx_packets\":{},\"tx_packets\":{},\"syscalls\":{},\"tx_blocked\":{},\"tx_errors\":{},\"rx_truncated\":{},\"rx_placed\":{},\"rx_guessed\":{},\"rx_guess_missed\":{},\"tx_gso_sends\":{},\"tx_gso_packets\":{},\"tx_gso_fallbacks\":{},\"rx_gro_datagrams\":{},\"rx_gro_packets\":{},\"rx_chained\":{}}}",
         io.rx_packets, io.tx_packets, io.syscalls, io.tx_blocked, io.tx_errors, io.rx_truncated, io.rx_placed,
         io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
-        io.rx_gro_datagrams, io.rx_gro_packets
+        io.rx_gro_datagrams, io.rx_gro_packets, io.rx_chained
     );
-    let fields: [(&str, u64); 35] = [
+    let fields: [(&str, u64); 45] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
         ("tx_acks", s.tx_acks),
         ("tx_resets", s.tx_resets),
+        ("tx_hellos", s.tx_hellos),
+        ("tx_challenges", s.tx_challenges),
+        ("stateless_dropped", s.stateless_dropped),
+        ("handshakes", s.handshakes),
+        ("sessions_accepted", s.sessions_accepted),
         ("peer_polls", s.peer_polls),
         ("retransmits", s.retransmits),
         ("lost", s.lost),
@@ -187,7 +192,12 @@ pub fn line(
         ("rx_out_of_window", s.rx_out_of_window),
         ("rx_malformed", s.rx_malformed),
         ("rx_stale_src", s.rx_stale_src),
-        ("rx_stale_dst", s.rx_stale_dst),
+        ("rx_bad_token", s.rx_bad_token),
+        ("rx_no_session", s.rx_no_session),
+        ("rx_resets", s.rx_resets),
+        ("rx_peer_limit", s.rx_peer_limit),
+        ("peers", s.peers),
+        ("peers_reclaimed", s.peers_reclaimed),
         ("rx_bad_ack", s.rx_bad_ack),
         ("acked", s.acked),
         ("failed", s.failed),
@@ -208,7 +218,7 @@ pub fn line(
     for (i, p) in peers.iter().enumerate() {
         let _ = write!(
             o,
-            "{}{{\"peer\":\"{}\",\"srtt_ns\":{},\"min_rtt_ns\":{},\"rto_ns\":{},\"cwnd_bytes\":{},\"pacing_rate_bps\":{},\"bandwidth_bps\":{},\"bytes_in_flight\":{},\"retransmits\":{},\"lost\":{},\"rtos\":{},\"tail_probes\":{},\"paths\":[",
+            "{}{{\"peer\":\"{}\",\"srtt_ns\":{},\"min_rtt_ns\":{},\"rto_ns\":{},\"cwnd_bytes\":{},\"pacing_rate_bps\":{},\"bandwidth_bps\":{},\"bytes_in_flight\":{},\"retransmits\":{},\"lost\":{},\"rtos\":{},\"tail_probes\":{},\"flowlet_cap_pkts\":{},\"flowlet_spread\":{},\"flowlet_tight\":{},\"paths\":[",
             if i > 0 { "," } else { "" },
             p.addr,
             p.srtt_ns,
@@ -221,7 +231,10 @@ pub fn line(
             p.retransmits,
             p.lost,
             p.rtos,
-            p.tail_probes
+            p.tail_probes,
+            p.flowlet_cap_pkts,
+            p.flowlet_spread,
+            p.flowlet_tight
         );
         let mut first = true;
         for x in p

@@ -133,6 +133,13 @@ mpi_launch() {
     elif [ "$prov" = tcp ] && [ "$m" != ompi5 ]; then
         fienv+=(FI_TCP_IFACE=lo)
     fi
+    # the caller's FI_SPRAY_* settings reach every rank: hydra passes its environment on, but
+    # OpenMPI's remote daemons start with netns-rsh's (ssh's) clean one and take only -x
+    local v
+    for v in $(compgen -e | grep '^FI_SPRAY_'); do
+        [ "$nh" -gt 0 ] && [ "$v" = FI_SPRAY_IFACE ] && continue # h0, set above
+        fienv+=("$v=${!v}")
+    done
     local ompix=()
     local kv
     for kv in "${fienv[@]}"; do ompix+=(-x "$kv"); done

@@ -11,6 +11,9 @@
 #       --netns           server in spray-a, client in spray-b connecting to 198.18.0.1
 #                         (creates the testbed if absent and removes it afterwards)
 #       --loss PCT        random UDP loss in both namespaces for this run (implies --netns)
+#       --hosts           server in host 1, client in host 0 of the scripts/hosts.sh testbed
+#                         (prefix SPRAY_HOSTS_PREFIX), over its ECMP fabric, providers on h0;
+#                         the testbed must be up (udp_in/udp_dropped: its counters)
 #       --timeout SEC     bound on each fi_pingpong process (default: 300)
 #       --stall SEC       fail when neither side printed anything for SEC (default: 30);
 #                         fi_pingpong prints one row per size, so this catches a hang early
@@ -35,6 +38,7 @@ size="all"
 iters=""
 check=0
 netns=0
+hosts=0
 loss=""
 timeout_s=300
 stall_s=30
@@ -51,6 +55,7 @@ while [ "$#" -gt 0 ]; do
 	-c | --check) check=1 ;;
 	--netns) netns=1 ;;
 	--loss) loss="${2:?}" && netns=1 && shift ;;
+	--hosts) hosts=1 ;;
 	--timeout) timeout_s="${2:?}" && shift ;;
 	--stall) stall_s="${2:?}" && shift ;;
 	--log-dir) log_dir="${2:?}" && shift ;;
@@ -71,9 +76,11 @@ case "$mode" in msg | tagged) ;; *) die "--mode must be msg or tagged" ;; esac
 [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout must be seconds"
 [[ "$stall_s" =~ ^[1-9][0-9]*$ ]] || die "--stall must be seconds > 0"
 need_cmd fi_pingpong timeout stdbuf stat ss awk
+[ "$netns" -eq 0 ] || [ "$hosts" -eq 0 ] || die "--netns/--loss and --hosts exclude each other"
 
 net="loopback"
 [ "$netns" -eq 0 ] || net="netns"
+[ "$hosts" -eq 0 ] || net="hosts"
 desc="prov=$prov ep=$ep mode=$mode net=$net loss=${loss:-0}"
 start_ns="$(date +%s%N)"
 
@@ -161,6 +168,17 @@ if [ "$netns" -eq 1 ]; then
 	srv_if="$SPRAY_VETH_A"
 	cli_if="$SPRAY_VETH_B"
 fi
+hosts_sh="$SPRAY_ROOT/scripts/hosts.sh"
+if [ "$hosts" -eq 1 ]; then
+	need_root
+	[ "$(bash "$hosts_sh" get N 2>/dev/null || echo 0)" -ge 2 ] ||
+		die "--hosts: no testbed of 2 hosts with prefix ${SPRAY_HOSTS_PREFIX:-sprh-} is up (scripts/hosts.sh up 2)"
+	srv_ns=(ip netns exec "$(bash "$hosts_sh" ns 1)")
+	cli_ns=(ip netns exec "$(bash "$hosts_sh" ns 0)")
+	server_addr="$(bash "$hosts_sh" addr 1)"
+	srv_if="h0"
+	cli_if="h0"
+fi
 # FI_<PROV>_IFACE for spray and libfabric's tcp/udp, unless the caller set one.
 iface_env() {
 	local v
@@ -174,7 +192,9 @@ mapfile -t cli_env < <(iface_env "$cli_if")
 
 # Sums udp_in / udp_dropped over both namespaces (0 0 on loopback).
 udp_counters() {
-	if [ "$netns" -eq 1 ]; then
+	if [ "$hosts" -eq 1 ]; then
+		bash "$hosts_sh" drops | awk '{ print $1, $2 }'
+	elif [ "$netns" -eq 1 ]; then
 		bash "$SPRAY_ROOT/scripts/netns.sh" stats | awk '{
 			for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] }
 		} END { printf "%d %d\n", v["udp_in"], v["udp_dropped"] }'

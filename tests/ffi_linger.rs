@@ -25,6 +25,28 @@ fn a_closing_receiver_answers_the_resend_of_its_lost_last_ack() {
     std::env::set_var("FI_SPRAY_ASSIST_US", "0");
     let p = Pair::new();
     let sender_fd = socket_fd_of(&getname(p.ep[0]));
+    // The session first (HELLO, CHALLENGE: the sender must run to answer
+    // the CHALLENGE), with both sides polled: one message.
+    let mut wrx = Scattered::new(8, &[8], 0);
+    let mut wtx = Scattered::new(8, &[8], 0);
+    p.trecvv(&mut wrx, 6, 1);
+    p.tsendv(&mut wtx, 6, 1);
+    let (mut done, t) = ([false; 2], Instant::now());
+    while !(done[0] && done[1]) {
+        assert!(t.elapsed() < Duration::from_secs(5), "no session");
+        for (i, d) in done.iter_mut().enumerate() {
+            let mut e = [sys::fi_cq_tagged_entry::default(); 1];
+            match cq_read(p.cq[i], &mut e) {
+                1 => *d = true,
+                EAGAIN => {}
+                r => panic!("warm-up: fi_cq_read {r}"),
+            }
+        }
+    }
+    // Its acks too, before the sender stops looking.
+    std::thread::sleep(Duration::from_millis(2));
+    let _ = cq_read(p.cq[0], &mut []);
+    let _ = cq_read(p.cq[1], &mut []);
     let mut rx = Scattered::new(1000, &[100], 0);
     let mut tx = Scattered::new(1000, &[100], 0);
     tx.write(&pattern(9, 1000));

@@ -211,7 +211,10 @@ fn every_byte_of_every_receive_is_right() {
         stat_sum(&text, "rx_gro_packets"),
     );
     let (placed, guessed) = (stat_sum(&text, "rx_placed"), stat_sum(&text, "rx_guessed"));
-    println!("segmented {gso}, coalesced {gro}, placed {placed} ({guessed} guessed)");
+    let chained = stat_sum(&text, "rx_chained");
+    println!(
+        "segmented {gso}, coalesced {gro}, placed {placed} ({guessed} guessed, {chained} chained)"
+    );
     if only.is_none() {
         // The paths this test is about were taken: datagrams left segmented,
         // arrived coalesced, and were placed, through the peek and by guess.

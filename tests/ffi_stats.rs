@@ -165,8 +165,11 @@ fn check_line(v: &J) -> (u64, u64) {
         for x in paths {
             assert!(x.u("sent_bytes") >= x.u("acked_bytes"), "path bytes: {x:?}");
             assert!(x.u("sent_packets") >= x.u("acked_packets"));
-            if x.u("srtt_ns") > 0 {
-                assert!(x.u("min_rtt_ns") > 0 && x.u("min_rtt_ns") <= 4 * x.u("srtt_ns"));
+            // (No relation of min RTT and srtt holds: only samples the
+            // receiver held briefly may set the min, every sample feeds srtt,
+            // and a path may have samples but no min yet.)
+            if x.u("min_rtt_ns") > 0 {
+                assert!(x.u("srtt_ns") > 0, "a min RTT without samples: {x:?}");
             }
             assert!(["good", "suspect", "bad"].contains(&x.s("health")));
         }

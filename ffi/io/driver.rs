@@ -48,6 +48,9 @@ pub struct IoStats {
     pub rx_gro_datagrams: u64,
     /// Datagrams that arrived coalesced.
     pub rx_gro_packets: u64,
+    /// Of `rx_guessed`, segments of coalesced datagrams received straight
+    /// into their places (`Placer::recv_chain`).
+    pub rx_chained: u64,
 }
 
 /// One endpoint's sockets and batch buffers.

@@ -20,16 +20,13 @@
 //! layout has the second segment) is handled as received, after every later
 //! datagram of the batch was put back together.
 
-use std::net::SocketAddr;
-
 use spray::{Engine, GuessCheck};
 
-use crate::addr;
 use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
 use crate::io::driver::IoStats;
-use crate::io::rx::{for_each_segment, sys_recvmmsg, Rx};
+use crate::io::rx::{for_each_segment, sys_recvmmsg, Rx, GRO_SLOT_BYTES};
 
 /// After a wrong guess, this many datagrams go through the peek path before
 /// the next guess (several senders' data interleaving would miss every time).
@@ -40,6 +37,14 @@ const GUESS_BATCH: usize = 8;
 
 /// iovecs of one guessed receive: headers, up to `IOV_LIMIT` pieces, spill-over.
 const GUESS_IOVS: usize = IOV_LIMIT + 2;
+
+/// Most pieces guessed for one coalesced receive (the kernel coalesces at
+/// most 64 datagrams).
+const CHAIN_MAX: usize = 64;
+
+/// Coalesced receives are chained (`recv_chain`) while datagrams come this
+/// many to a receive or more, on average.
+const CHAIN_MIN_COALESCED: u32 = 4;
 
 /// iovecs of one directly placed receive: headers into slot 0, payload into
 /// up to `IOV_LIMIT` application pieces, the rest of slot 0.
@@ -78,6 +83,22 @@ pub(crate) struct Placer {
     guesses: Vec<Guess>,
     /// Datagrams left to receive through the peek path before guessing again.
     cooldown: u32,
+    /// Coalesced receives (see `recv_chain`): per guessed piece, its headers
+    /// (`RDATA_HEAD_LEN` bytes each).
+    chain_hdrs: Vec<u8>,
+    /// The iovecs of one coalesced receive: [headers | piece] per guess, then
+    /// the spill-over.
+    chain_iov: Vec<libc::iovec>,
+    /// The guesses of one coalesced receive.
+    chain: Vec<Guess>,
+    /// The spill-over of a coalesced receive (`GRO_SLOT_BYTES`).
+    chain_spill: Vec<u8>,
+    /// One segment's headers, as long as the segment (the check reads the
+    /// headers and the length only).
+    chain_seg: Vec<u8>,
+    /// Datagrams per receive lately, fixed point x16 (an average): the
+    /// chained receive pays off only while datagrams come coalesced.
+    coalesce_x16: u32,
 }
 
 impl Placer {
@@ -91,6 +112,12 @@ impl Placer {
             guess_iov: vec![none; batch.min(GUESS_BATCH) * GUESS_IOVS],
             guesses: vec![NO_GUESS; batch.min(GUESS_BATCH)],
             cooldown: 0,
+            chain_hdrs: vec![0; CHAIN_MAX * Engine::<FfiBuf>::RDATA_HEAD_LEN],
+            chain_iov: vec![none; CHAIN_MAX * (1 + IOV_LIMIT) + 1],
+            chain: vec![NO_GUESS; CHAIN_MAX],
+            chain_spill: Vec::new(),
+            chain_seg: Vec::new(),
+            coalesce_x16: 16,
         }
     }
 
@@ -110,6 +137,15 @@ impl Placer {
         let want = max.clamp(1, rx.batch);
         let mut got = 0;
         while got < want {
+            if self.cooldown == 0 && rx.gro && self.coalesce_x16 >= 16 * CHAIN_MIN_COALESCED {
+                if let Some((n, drained)) = self.recv_chain(rx, fd, engine, stats) {
+                    got += n;
+                    if drained {
+                        break;
+                    }
+                    continue;
+                }
+            }
             if self.cooldown == 0 {
                 if let Some((n, drained)) = self.recv_guessed(rx, fd, engine, want - got, stats) {
                     got += n;
@@ -131,6 +167,184 @@ impl Placer {
         // Every way out of the loop but a full count found the socket empty.
         rx.full = got >= want;
         got
+    }
+
+    /// One receive brought `n` datagrams: the running average of coalescing.
+    fn note_coalesced(&mut self, n: usize) {
+        let n = (n.min(64) as u32) * 16;
+        self.coalesce_x16 = (7 * self.coalesce_x16 + n) / 8;
+    }
+
+    /// One coalesced datagram received straight into the places of up to
+    /// `CHAIN_MAX` guessed pieces: one `recvmsg` with the iovecs [headers |
+    /// piece] per guess, then a spill-over. Where the kernel coalesced the
+    /// next pieces of the stream (a flowlet the sender sent segmented), each
+    /// segment lands with its headers in `chain_hdrs` and its payload in its
+    /// place, and `check_guess` confirms them in order. From the first
+    /// segment that is not where its guess put it (another size, another
+    /// piece, not data at all), the rest of the datagram is put back
+    /// together in a buffer of its own *before* any of it is handled (its bytes
+    /// sit in guessed places, where a segment handled as received may
+    /// belong), then handled as received. None: no guess; else (datagrams
+    /// handled, whether the socket ran dry).
+    fn recv_chain(
+        &mut self,
+        rx: &mut Rx,
+        fd: i32,
+        engine: &mut Engine<FfiBuf>,
+        stats: &mut IoStats,
+    ) -> Option<(usize, bool)> {
+        let head = Engine::<FfiBuf>::RDATA_HEAD_LEN;
+        let mut g = 0;
+        while g < CHAIN_MAX {
+            let Some((gbuf, at, n)) = engine.guess_rdata_nth(g) else {
+                break;
+            };
+            let mut guess = Guess {
+                buf: gbuf,
+                at,
+                n,
+                ..NO_GUESS
+            };
+            let mut covered = 0;
+            gbuf.raw_range(at, n, |p, k| {
+                if guess.np < IOV_LIMIT {
+                    guess.pieces[guess.np] = (p, k);
+                    guess.np += 1;
+                    covered += k;
+                }
+            });
+            if covered != n {
+                break;
+            }
+            self.chain[g] = guess;
+            g += 1;
+        }
+        if g < 2 {
+            return None;
+        }
+        if self.chain_spill.len() < GRO_SLOT_BYTES {
+            self.chain_spill = vec![0; GRO_SLOT_BYTES];
+        }
+        let hdrs = self.chain_hdrs.as_mut_ptr();
+        let mut v = 0;
+        for (i, q) in self.chain[..g].iter().enumerate() {
+            // SAFETY: i < CHAIN_MAX: inside chain_hdrs (CHAIN_MAX * head bytes).
+            let h = unsafe { hdrs.add(i * head) };
+            scatter_iovs(&mut self.chain_iov[v..], h, head, &q.pieces[..q.np]);
+            v += 1 + q.np;
+        }
+        self.chain_iov[v] = libc::iovec {
+            iov_base: self.chain_spill.as_mut_ptr().cast(),
+            iov_len: GRO_SLOT_BYTES,
+        };
+        v += 1;
+        rx.reset_hdr(0);
+        {
+            let h = &mut rx.hdr[0].msg_hdr;
+            h.msg_iov = self.chain_iov.as_mut_ptr();
+            h.msg_iovlen = v as _;
+        }
+        // SAFETY: header 0 points at our own address and control buffers, and
+        // its iovecs at chain_hdrs, chain_spill and pieces of live application
+        // receive buffers the engine named (raw_range) and still holds: it
+        // handles no input before this datagram is dealt with.
+        let r = unsafe { libc::recvmsg(fd, &mut rx.hdr[0].msg_hdr, libc::MSG_DONTWAIT) };
+        stats.syscalls += 1;
+        {
+            let h = &mut rx.hdr[0].msg_hdr;
+            h.msg_iov = &mut rx.iov[0];
+            h.msg_iovlen = 1;
+        }
+        if r < 0 {
+            return Some((0, true));
+        }
+        let len = r as usize;
+        let trunc = rx.hdr[0].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        let mono = clock::now_ns();
+        let real_to_mono = i128::from(mono) - i128::from(clock::realtime_ns());
+        let (when, seg) = rx.arrival(0, mono, real_to_mono, stats);
+        let Some(from) = rx.from(0) else {
+            return Some((1, false));
+        };
+        if trunc {
+            stats.rx_truncated += 1;
+            return Some((1, false));
+        }
+        let segl = seg.filter(|&s| s < len).unwrap_or(len).max(1);
+        let segs = len.div_ceil(segl);
+        self.note_coalesced(segs);
+        if segl > rx.max_datagram {
+            stats.rx_truncated += 1;
+            return Some((1, false));
+        }
+        // Confirm in order while each segment sits exactly in its pair of
+        // iovecs: headers in chain_hdrs[i], payload at guess i.
+        let mut done = 0;
+        let mut off = 0;
+        while done < segs && done < g {
+            let sl = segl.min(len - off);
+            let q = self.chain[done];
+            let fits = sl > head && (sl == head + q.n || (done + 1 == segs && sl < head + q.n));
+            if !fits {
+                break;
+            }
+            if self.chain_seg.len() < sl {
+                self.chain_seg.resize(sl, 0);
+            }
+            self.chain_seg[..head]
+                .copy_from_slice(&self.chain_hdrs[done * head..(done + 1) * head]);
+            let seen = &self.chain_seg[..sl];
+            if engine.check_guess(from, seen, q.buf, q.at, q.n) != GuessCheck::Hit {
+                break;
+            }
+            stats.rx_placed += 1;
+            stats.rx_guessed += 1;
+            stats.rx_chained += 1;
+            engine.handle_placed(when, from, &self.chain_seg[..sl]);
+            done += 1;
+            off += sl;
+        }
+        if done == segs {
+            return Some((segs, false));
+        }
+        stats.rx_guess_missed += 1;
+        // Put the rest back together (from byte `off`) before handling it.
+        let rest = len - off;
+        let mut tmp = vec![0u8; rest];
+        let mut pos = 0; // where the current iovec starts in the datagram
+        let mut w = 0;
+        for iv in &self.chain_iov[..v] {
+            if w == rest {
+                break;
+            }
+            let (a, b) = (pos, pos + iv.iov_len);
+            pos = b;
+            if b <= off {
+                continue;
+            }
+            let from_at = off.max(a) - a;
+            let take = (b - a - from_at).min(rest - w);
+            // SAFETY: the iovec describes memory the kernel wrote this
+            // datagram into (ours, or a live receive buffer's still unhandled
+            // guessed range); from_at + take <= its length; tmp has room.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (iv.iov_base as *const u8).add(from_at),
+                    tmp.as_mut_ptr().add(w),
+                    take,
+                )
+            };
+            w += take;
+        }
+        let n = for_each_segment(&tmp, Some(segl), rx.max_datagram, stats, |d| {
+            engine.handle_datagram(when, from, d)
+        });
+        if done == 0 {
+            // Not the stream guessed: back to the peek path for a while.
+            self.cooldown = GUESS_COOLDOWN;
+        }
+        Some((done + n, false))
     }
 
     /// One datagram through the peek path. None: the socket was empty.
@@ -171,7 +385,15 @@ impl Placer {
         let seg = rx.arrival(0, mono, real_to_mono, stats).1;
         // The first segment's length (the whole datagram unless coalesced).
         let dlen = seg.map_or(total, |g| g.min(total));
-        let from = SocketAddr::V4(addr::from_c(&rx.addr[0]));
+        self.note_coalesced(total.div_ceil(dlen.max(1)));
+        let Some(from) = rx.from(0) else {
+            // Not a family we speak: take it off the socket and drop it.
+            rx.reset_hdr(0);
+            // SAFETY: header 0 points at our own address, control and slot-0 buffers.
+            unsafe { libc::recvmsg(fd, &mut rx.hdr[0].msg_hdr, libc::MSG_DONTWAIT) };
+            stats.syscalls += 1;
+            return Some(1);
+        };
         let mut pieces = [(std::ptr::null::<u8>(), 0usize); IOV_LIMIT];
         let mut np = 0;
         let mut hdr = 0;
@@ -346,12 +568,13 @@ impl Placer {
         for i in 0..r {
             let len = (rx.hdr[i].msg_len as usize).min(rx.slot_bytes);
             let trunc = rx.hdr[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            let from = SocketAddr::V4(addr::from_c(&rx.addr[i]));
+            let from = rx.from(i);
             let start = i * rx.slot_bytes;
             let (when, seg) = rx.arrival(i, mono, real_to_mono, stats);
             // The first segment's length (the whole datagram unless coalesced).
             let dlen = seg.map_or(len, |s| s.min(len));
-            if !broken && !trunc && dlen > head {
+            self.note_coalesced(len.div_ceil(dlen.max(1)));
+            if let (false, false, true, Some(from)) = (broken, trunc, dlen > head, from) {
                 let q = self.guesses[i];
                 let seen = &rx.buf[start..start + dlen];
                 let check = engine.check_guess(from, seen, q.buf, q.at, q.n);
@@ -388,13 +611,14 @@ impl Placer {
                     self.take_back(rx, j, head);
                 }
             }
-            if trunc {
-                // Longer than a slot: dropped (what it wrote into its range
-                // was moved out, and the real data overwrites it later).
-                stats.rx_truncated += 1;
+            let Some(from) = from.filter(|_| !trunc) else {
+                // Longer than a slot, or from a family we do not speak:
+                // dropped (what it wrote into its range was moved out, and
+                // the real data overwrites it later).
+                stats.rx_truncated += u64::from(trunc);
                 got += 1;
                 continue;
-            }
+            };
             got += for_each_segment(
                 &rx.buf[start..start + len],
                 seg,

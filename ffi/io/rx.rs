@@ -43,7 +43,7 @@ pub(crate) struct Rx {
     pub(crate) max_datagram: usize,
     pub(crate) batch: usize,
     pub(crate) buf: Vec<u8>,
-    pub(crate) addr: Vec<libc::sockaddr_in>,
+    pub(crate) addr: Vec<addr::CAddr>,
     pub(crate) iov: Vec<libc::iovec>,
     pub(crate) hdr: Vec<libc::mmsghdr>,
     /// Control buffers for the arrival timestamps and GRO segment sizes,
@@ -83,10 +83,7 @@ impl Rx {
         } else {
             max_datagram.max(64)
         };
-        let zero_sa = addr::to_c(std::net::SocketAddrV4::new(
-            std::net::Ipv4Addr::UNSPECIFIED,
-            0,
-        ));
+        let zero_sa = addr::CAddr::none();
         let mut rx = Rx {
             slot_bytes,
             max_datagram: max_datagram.max(64),
@@ -114,13 +111,18 @@ impl Rx {
             rx.iov[i].iov_base = unsafe { rx.buf.as_mut_ptr().add(i * slot_bytes) }.cast();
             rx.iov[i].iov_len = slot_bytes;
             let h = &mut rx.hdr[i].msg_hdr;
-            h.msg_name = (&mut rx.addr[i] as *mut libc::sockaddr_in).cast();
+            h.msg_name = rx.addr[i].as_mut_ptr().cast();
             h.msg_iov = &mut rx.iov[i];
             h.msg_iovlen = 1;
         }
         // Failure only costs precision: unstamped datagrams get the poll time.
         set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         rx
+    }
+
+    /// The sender of slot `i`'s datagram (`None`: a family we do not speak).
+    pub(crate) fn from(&self, i: usize) -> Option<SocketAddr> {
+        self.addr[i].get()
     }
 
     /// Engine time from monotonic `ns`, never before what the engine saw last.
@@ -185,7 +187,7 @@ impl Rx {
     pub(crate) fn reset_hdr(&mut self, i: usize) {
         let cmsg = self.cmsg.as_mut_ptr();
         let h = &mut self.hdr[i];
-        h.msg_hdr.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+        h.msg_hdr.msg_namelen = addr::CAddr::ROOM;
         h.msg_hdr.msg_flags = 0;
         // SAFETY: i < batch, so i * CMSG_BYTES / 8 + CMSG_BYTES / 8 <= cmsg.len().
         h.msg_hdr.msg_control = unsafe { cmsg.add(i * CMSG_BYTES / 8) }.cast();
@@ -246,7 +248,10 @@ impl Rx {
                 continue;
             }
             let len = (self.hdr[i].msg_len as usize).min(self.slot_bytes);
-            let from = SocketAddr::V4(addr::from_c(&self.addr[i]));
+            let Some(from) = self.from(i) else {
+                got += 1;
+                continue;
+            };
             let (at, seg) = self.arrival(i, mono, real_to_mono, stats);
             let start = i * self.slot_bytes;
             got += for_each_segment(
@@ -276,9 +281,9 @@ impl Rx {
             // buffers (reset above; its iovec is slot 0 whole).
             unsafe { libc::recvmsg(fd, &mut self.hdr[0].msg_hdr, libc::MSG_DONTWAIT) as isize }
         } else {
-            let mut alen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+            let mut alen = addr::CAddr::ROOM;
             // SAFETY: slot 0 of buf is ours and slot_bytes long; addr[0] a
-            // sockaddr_in whose size alen states.
+            // sockaddr_storage whose size alen states.
             unsafe {
                 libc::syscall(
                     libc::SYS_recvfrom,
@@ -286,7 +291,7 @@ impl Rx {
                     self.buf.as_mut_ptr(),
                     self.slot_bytes,
                     libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                    &mut self.addr[0] as *mut libc::sockaddr_in,
+                    self.addr[0].as_mut_ptr(),
                     &mut alen as *mut libc::socklen_t,
                 ) as isize
             }
@@ -308,7 +313,10 @@ impl Rx {
             return 1;
         }
         let seg = if self.gro { self.control(0, 0).1 } else { None };
-        let from = SocketAddr::V4(addr::from_c(&self.addr[0]));
+        let Some(from) = self.from(0) else {
+            stats.rx_packets += 1;
+            return 1;
+        };
         let at = self.engine_time(now_ns);
         let got = for_each_segment(&self.buf[..len], seg, self.max_datagram, stats, |d| {
             f(at, from, d)

@@ -2,7 +2,7 @@
 //! that receives), sockets 1..K on ephemeral ports (the entropy values).
 
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::addr;
@@ -14,7 +14,8 @@ const PORT_SEARCH: u16 = 256;
 pub struct Sockets {
     /// One per path; `fds[0]` receives.
     pub fds: Vec<OwnedFd>,
-    /// Address of socket 0 (the endpoint's name).
+    /// Address of socket 0 (the endpoint's name). (IPv4 until the endpoint
+    /// and AV layers take IPv6 names; the sockets themselves take either.)
     pub local: SocketAddrV4,
 }
 
@@ -51,17 +52,18 @@ fn set_buf(fd: i32, force: libc::c_int, plain: libc::c_int, bytes: usize) {
 /// kernel doubles it and raises it to its minimum, about 4.5 KiB).
 const SEND_ONLY_RCVBUF: usize = 4096;
 
-/// A non-blocking UDP socket bound to `at`, with `rcvbuf` / `sndbuf` bytes of
-/// kernel buffer.
-fn udp_socket(
-    at: SocketAddrV4,
-    rcvbuf: usize,
-    sndbuf: usize,
-) -> io::Result<(OwnedFd, SocketAddrV4)> {
+/// A non-blocking UDP socket bound to `at` (either family), with `rcvbuf` /
+/// `sndbuf` bytes of kernel buffer, and the address it got.
+fn udp_socket(at: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<(OwnedFd, SocketAddr)> {
+    let family = if at.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
     // SAFETY: plain socket creation; ownership passes to OwnedFd below.
     let fd = unsafe {
         libc::socket(
-            libc::AF_INET,
+            family,
             libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             0,
         )
@@ -73,45 +75,33 @@ fn udp_socket(
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     set_buf(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcvbuf);
     set_buf(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sndbuf);
-    let sa = addr::to_c(at);
-    // SAFETY: binds our socket to a valid sockaddr_in of the stated length.
-    let rc = unsafe {
-        libc::bind(
-            fd,
-            (&sa as *const libc::sockaddr_in).cast(),
-            addr::SOCKADDR_IN_LEN as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
+    let sa = addr::CAddr::from(at);
+    // SAFETY: binds our socket to a valid address of the stated length.
+    if unsafe { libc::bind(fd, sa.as_ptr(), sa.len) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: an all-zero sockaddr_in is valid; getsockname fills it.
-    let mut got: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-    // SAFETY: got/len are valid out-parameters of the right size.
-    if unsafe {
-        libc::getsockname(
-            owned.as_raw_fd(),
-            (&mut got as *mut libc::sockaddr_in).cast(),
-            &mut len,
-        )
-    } != 0
-    {
+    let mut got = addr::CAddr::none();
+    let mut len = addr::CAddr::ROOM;
+    // SAFETY: got/len are a valid out-parameter and its size.
+    if unsafe { libc::getsockname(owned.as_raw_fd(), got.as_mut_ptr(), &mut len) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((owned, addr::from_c(&got)))
+    let got = got
+        .get()
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EAFNOSUPPORT))?;
+    Ok((owned, got))
 }
 
 /// `open` with the path count and buffer size from `FI_SPRAY_PATHS` / `FI_SPRAY_SOCKBUF`.
 pub fn open_configured(at: SocketAddrV4, search: bool) -> Result<Sockets, i32> {
     let paths = crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64) as usize;
     let sockbuf = crate::params::get_size("sockbuf").unwrap_or(16 << 20);
-    open(at, search, paths, sockbuf)
+    open(SocketAddr::V4(at), search, paths, sockbuf)
 }
 
 /// Open `paths` sockets at `at.ip()`: socket 0 on `at.port()` (0 = ephemeral;
 /// with `search`, the next free port after a taken one), the rest ephemeral.
-pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Result<Sockets, i32> {
+pub fn open(at: SocketAddr, search: bool, paths: usize, sockbuf: usize) -> Result<Sockets, i32> {
     let tries = if search && at.port() != 0 {
         PORT_SEARCH
     } else {
@@ -121,7 +111,7 @@ pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Res
     let mut last_err = None;
     for i in 0..tries {
         let port = at.port().wrapping_add(i);
-        match udp_socket(SocketAddrV4::new(*at.ip(), port), sockbuf, sockbuf) {
+        match udp_socket(SocketAddr::new(at.ip(), port), sockbuf, sockbuf) {
             Ok(s) => {
                 first = Some(s);
                 break;
@@ -129,7 +119,7 @@ pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Res
             Err(e) => last_err = Some(e),
         }
     }
-    let Some((fd0, local)) = first else {
+    let Some((fd0, SocketAddr::V4(local))) = first else {
         let e = last_err
             .and_then(|e| e.raw_os_error())
             .unwrap_or(libc::EADDRINUSE);
@@ -141,7 +131,7 @@ pub fn open(at: SocketAddrV4, search: bool, paths: usize, sockbuf: usize) -> Res
     };
     let mut fds = vec![fd0];
     for _ in 1..paths {
-        match udp_socket(SocketAddrV4::new(*at.ip(), 0), SEND_ONLY_RCVBUF, sockbuf) {
+        match udp_socket(SocketAddr::new(at.ip(), 0), SEND_ONLY_RCVBUF, sockbuf) {
             Ok((fd, _)) => fds.push(fd),
             Err(e) => return Err(-e.raw_os_error().unwrap_or(libc::EIO)),
         }

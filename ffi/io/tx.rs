@@ -46,7 +46,7 @@ const NO_BODY: [(*const u8, usize); IOV_LIMIT] = [(std::ptr::null(), 0); IOV_LIM
 
 #[derive(Copy, Clone)]
 struct TxMeta {
-    dst: libc::sockaddr_in,
+    dst: SocketAddr,
     /// Index of the socket that sends it (see `sock_of_path`).
     sock: usize,
     /// Bytes in the slot (headers, or the whole datagram).
@@ -70,7 +70,7 @@ pub(crate) struct Tx {
     /// Packets queued.
     len: usize,
     /// Per entry of one send call: destination, header, control, packets.
-    ent_addr: Vec<libc::sockaddr_in>,
+    ent_addr: Vec<addr::CAddr>,
     ent_hdr: Vec<libc::mmsghdr>,
     ent_cmsg: Vec<u64>,
     /// Per entry: (first index into `pick`, packets).
@@ -86,7 +86,7 @@ pub(crate) struct Tx {
     /// looking one up per packet, and a lone packet goes out with `send`.
     /// Together about 0.5 us of each ping-pong hop's ~3.5 us `sendmmsg`
     /// on loopback.
-    conn: Vec<Option<libc::sockaddr_in>>,
+    conn: Vec<Option<SocketAddr>>,
     /// Per socket: a `connect` was tried (once; a failure leaves it unconnected).
     conn_tried: Vec<bool>,
     /// Most datagrams per segmented send; 1 = GSO off (the kernel or a
@@ -103,12 +103,9 @@ impl Tx {
     /// Room for `batch` packets of up to `slot_bytes`, for `nsocks` sockets;
     /// segmented sends if `gso` (the sockets accept `UDP_SEGMENT`).
     pub(crate) fn new(nsocks: usize, slot_bytes: usize, batch: usize, gso: bool) -> Tx {
-        let zero_sa = addr::to_c(std::net::SocketAddrV4::new(
-            std::net::Ipv4Addr::UNSPECIFIED,
-            0,
-        ));
+        let zero_sa = addr::CAddr::none();
         let none = TxMeta {
-            dst: zero_sa,
+            dst: SocketAddr::from(([0, 0, 0, 0], 0)),
             sock: 0,
             len: 0,
             body: NO_BODY,
@@ -179,10 +176,9 @@ impl Tx {
                     exhausted = true;
                     break;
                 };
-                let SocketAddr::V4(dst) = t.dst else { continue };
                 let len = t.len.min(self.slot_bytes);
                 self.meta[self.len] = TxMeta {
-                    dst: addr::to_c(dst),
+                    dst: t.dst,
                     sock: sock_of_path(socks.len(), t.path),
                     len,
                     body,
@@ -233,36 +229,29 @@ impl Tx {
     /// Connect socket `sock` (not 0) to `dst` if it was never tried: see
     /// `conn`. A socket bound to a wildcard address stays unconnected
     /// (connecting would fix its source address for every peer).
-    fn connect_once(&mut self, fd: i32, sock: usize, dst: &libc::sockaddr_in) {
+    fn connect_once(&mut self, fd: i32, sock: usize, dst: SocketAddr) {
         if sock == 0 || self.conn_tried[sock] {
             return;
         }
         self.conn_tried[sock] = true;
-        // SAFETY: an all-zero sockaddr_in is valid; getsockname fills it.
-        let mut me: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        let mut len = addr::SOCKADDR_IN_LEN as libc::socklen_t;
-        // SAFETY: me/len are valid out-parameters of the right size.
-        let rc =
-            unsafe { libc::getsockname(fd, (&mut me as *mut libc::sockaddr_in).cast(), &mut len) };
-        if rc != 0 || me.sin_addr.s_addr == 0 {
+        let mut me = addr::CAddr::none();
+        let mut len = addr::CAddr::ROOM;
+        // SAFETY: me/len are a valid out-parameter and its size.
+        let rc = unsafe { libc::getsockname(fd, me.as_mut_ptr(), &mut len) };
+        if rc != 0 || me.get().is_none_or(|m| m.ip().is_unspecified()) {
             return;
         }
-        // SAFETY: connects our own socket to a valid sockaddr_in of the stated length.
-        let rc = unsafe {
-            libc::connect(
-                fd,
-                (dst as *const libc::sockaddr_in).cast(),
-                addr::SOCKADDR_IN_LEN as libc::socklen_t,
-            )
-        };
+        let c = addr::CAddr::from(dst);
+        // SAFETY: connects our own socket to a valid address of the stated length.
+        let rc = unsafe { libc::connect(fd, c.as_ptr(), c.len) };
         if rc == 0 {
-            self.conn[sock] = Some(*dst);
+            self.conn[sock] = Some(dst);
         }
     }
 
     /// Is socket `sock` connected to `dst`?
-    fn connected_to(&self, sock: usize, dst: &libc::sockaddr_in) -> bool {
-        self.conn[sock].is_some_and(|c| same_addr(&c, dst))
+    fn connected_to(&self, sock: usize, dst: SocketAddr) -> bool {
+        self.conn[sock] == Some(dst)
     }
 
     /// Send the queued packets, socket by socket. True if some could not be
@@ -278,7 +267,7 @@ impl Tx {
             self.pick_socket(sock);
             if let Some(&first) = self.pick.first() {
                 let dst = self.meta[first].dst;
-                self.connect_once(socks[sock].as_raw_fd(), sock, &dst);
+                self.connect_once(socks[sock].as_raw_fd(), sock, dst);
             }
             self.send_socket(socks[sock].as_raw_fd(), sock, stats);
         }
@@ -304,7 +293,7 @@ impl Tx {
         for (i, m) in self.meta[..self.len].iter().enumerate() {
             if m.sock == sock && !m.sent {
                 if let Some(&f) = self.pick.first() {
-                    mixed |= !same_addr(&self.meta[f].dst, &m.dst);
+                    mixed |= self.meta[f].dst != m.dst;
                 }
                 self.pick.push(i);
             }
@@ -319,7 +308,7 @@ impl Tx {
                 }
                 let d = meta[self.pick[a]].dst;
                 for b in a..self.pick.len() {
-                    if !done[b] && same_addr(&meta[self.pick[b]].dst, &d) {
+                    if !done[b] && meta[self.pick[b]].dst == d {
                         done[b] = true;
                         order.push(self.pick[b]);
                     }
@@ -414,10 +403,7 @@ impl Tx {
             let mut bytes = seg;
             while self.gso_segs > 1 && n < self.gso_segs && k + n < self.pick.len() {
                 let m = &self.meta[self.pick[k + n]];
-                if !same_addr(&m.dst, &first.dst)
-                    || m.total > seg
-                    || bytes + m.total > GSO_MAX_BYTES
-                {
+                if m.dst != first.dst || m.total > seg || bytes + m.total > GSO_MAX_BYTES {
                     break;
                 }
                 n += 1;
@@ -443,15 +429,15 @@ impl Tx {
                     iov_at += 1;
                 }
             }
-            let connected = self.connected_to(sock, &first.dst);
-            self.ent_addr[e] = first.dst;
+            let connected = self.connected_to(sock, first.dst);
+            self.ent_addr[e] = addr::CAddr::from(first.dst);
             let h = &mut self.ent_hdr[e].msg_hdr;
             if connected {
                 h.msg_name = std::ptr::null_mut();
                 h.msg_namelen = 0;
             } else {
-                h.msg_name = (&mut self.ent_addr[e] as *mut libc::sockaddr_in).cast();
-                h.msg_namelen = addr::SOCKADDR_IN_LEN as libc::socklen_t;
+                h.msg_name = self.ent_addr[e].as_mut_ptr().cast();
+                h.msg_namelen = self.ent_addr[e].len;
             }
             // SAFETY: start..iov_at lies inside iov (batch * PKT_IOVS entries,
             // at most PKT_IOVS per packet and at most batch packets).
@@ -492,10 +478,6 @@ impl Tx {
 /// connected to it (socket 0 receives, see `Tx::conn`).
 fn sock_of_path(n: usize, path: u8) -> usize {
     (usize::from(path) % n + 1) % n
-}
-
-fn same_addr(a: &libc::sockaddr_in, b: &libc::sockaddr_in) -> bool {
-    a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port
 }
 
 /// Does socket `fd` accept `UDP_SEGMENT` (the kernel has UDP GSO)? Setting

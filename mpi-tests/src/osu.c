@@ -5,8 +5,15 @@
  * the bandwidth loop). Warm-up iterations are not timed. Every received message's
  * first and last byte are checked (cheap) so a broken transport cannot post numbers.
  *
- * usage: osu [-t latency|bw|bibw|mr|all] [-m MIN:MAX] [-i ITERS] [-x WARMUP]
- *            [-I LARGE_ITERS] [-W WINDOW]
+ * usage: osu [-t latency|bw|bibw|mr|all] [-m MIN:MAX] [-s SIZE,...] [-i ITERS] [-x WARMUP]
+ *            [-I LARGE_ITERS] [-j WINDOW_ITERS] [-J LARGE_WINDOW_ITERS] [-W WINDOW] [-B BYTES]
+ *   -t  one test, a comma list of them (latency,bw,bibw) or all
+ *   -m  the powers of two from MIN to MAX; -s instead: exactly these sizes (bytes)
+ *   -i/-I  iterations up to / above 8 KiB; -j/-J the same for the window tests (bw, bibw,
+ *       mr; default -i/-I), whose iterations each move WINDOW messages
+ *   -B  a size's timed iterations move at most about BYTES (at least one iteration; a
+ *       latency iteration moves 2 x size, a bw one WINDOW x size, a bibw one twice that),
+ *       with a tenth of them (at least one) as warm-up: bounds the time of large sizes
  * output: lines "test size value unit", preceded by '#' comments. */
 #include "common.h"
 #include <unistd.h>
@@ -14,10 +21,51 @@
 static int g_size;
 static size_t g_min = 1, g_max = 4 << 20;
 static int g_iters = 1000, g_iters_large = 100, g_warm = 100, g_window = 64;
-enum { LARGE = 8192 };
+static int g_witers, g_witers_large; /* -j/-J: iterations of the window tests (0 = -i/-I) */
+static int g_windowed;               /* the test running is a window test */
+static double g_budget; /* -B: bytes a size's timed iterations may move (0 = no bound) */
+enum { LARGE = 8192, MAX_SIZES = 64 };
 
-static int iters_for(size_t sz) { return sz > LARGE ? g_iters_large : g_iters; }
-static int warm_for(size_t sz) { return sz > LARGE ? (g_warm + 9) / 10 : g_warm; }
+/* Timed iterations of the running test before -B bounds them. */
+static int full_iters(size_t sz)
+{
+    if (g_windowed && (sz > LARGE ? g_witers_large : g_witers) > 0)
+        return sz > LARGE ? g_witers_large : g_witers;
+    return sz > LARGE ? g_iters_large : g_iters;
+}
+
+/* Timed iterations for a size whose iterations move per_iter bytes each. */
+static int iters_for(size_t sz, double per_iter)
+{
+    int n = full_iters(sz);
+    if (g_budget > 0 && per_iter * n > g_budget) {
+        n = (int)(g_budget / per_iter);
+        n = n < 1 ? 1 : n;
+    }
+    return n;
+}
+static int warm_for(size_t sz, double per_iter)
+{
+    int w = sz > LARGE ? (g_warm + 9) / 10 : g_warm, n = iters_for(sz, per_iter);
+    int full = full_iters(sz);
+    if (n < full) { /* bounded by -B: a tenth of the timed iterations, at least one */
+        int b = n / 10 < 1 ? 1 : n / 10;
+        w = w < b ? w : b;
+    }
+    return w;
+}
+
+/* 1 if the comma-separated list has the word w (or is "all") */
+static int has_test(const char *list, const char *w)
+{
+    size_t n = strlen(w);
+    if (!strcmp(list, "all"))
+        return 1;
+    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, w, n) && (p[n] == ',' || p[n] == 0))
+            return 1;
+    return 0;
+}
 
 static void mark(uint8_t *b, size_t sz, uint8_t v)
 {
@@ -35,7 +83,7 @@ static void expect(const uint8_t *b, size_t sz, uint8_t v, const char *what)
 
 static double latency(size_t sz, uint8_t *sb, uint8_t *rb)
 {
-    int n = iters_for(sz), w = warm_for(sz);
+    int n = iters_for(sz, 2.0 * sz), w = warm_for(sz, 2.0 * sz);
     double t0 = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < n + w; i++) {
@@ -59,7 +107,8 @@ static double latency(size_t sz, uint8_t *sb, uint8_t *rb)
 /* returns elapsed seconds of the timed part; bidir: both ranks send windows */
 static double window_loop(size_t sz, uint8_t *sb, uint8_t *rb, int bidir, int *out_iters)
 {
-    int n = iters_for(sz), w = warm_for(sz), W = g_window;
+    double per_iter = (double)g_window * sz * (bidir ? 2 : 1);
+    int n = iters_for(sz, per_iter), w = warm_for(sz, per_iter), W = g_window;
     MPI_Request *rq = malloc(sizeof(MPI_Request) * 2 * (size_t)W);
     int ack = 0;
     double t0 = 0;
@@ -99,8 +148,9 @@ static double window_loop(size_t sz, uint8_t *sb, uint8_t *rb, int bidir, int *o
 static void usage(void)
 {
     if (g_rank == 0)
-        fprintf(stderr, "usage: osu [-t latency|bw|bibw|mr|all] [-m MIN:MAX] [-i ITERS] "
-                        "[-I LARGE_ITERS] [-x WARMUP] [-W WINDOW]\n");
+        fprintf(stderr, "usage: osu [-t latency|bw|bibw|mr|all|LIST] [-m MIN:MAX] [-s SIZE,...] "
+                        "[-i ITERS] [-I LARGE_ITERS] [-j WINDOW_ITERS] [-J LARGE_WINDOW_ITERS] [-x WARMUP] "
+                        "[-W WINDOW] [-B BYTES]\n");
 }
 
 int main(int argc, char **argv)
@@ -109,8 +159,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     const char *test = "all";
+    size_t sizes[MAX_SIZES];
+    int nsizes = 0, bad = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "t:m:i:I:x:W:h")) != -1) {
+    while ((opt = getopt(argc, argv, "t:m:s:i:I:j:J:x:W:B:h")) != -1) {
         switch (opt) {
         case 't': test = optarg; break;
         case 'm': {
@@ -124,22 +176,43 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 's':
+            for (char *p = optarg; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+                if (nsizes == MAX_SIZES) {
+                    bad = 1;
+                    break;
+                }
+                sizes[nsizes++] = strtoull(p, NULL, 0);
+            }
+            break;
+        case 'B': g_budget = strtod(optarg, NULL); break;
         case 'i': g_iters = atoi(optarg); break;
+        case 'j': g_witers = atoi(optarg); bad |= g_witers < 1; break;
+        case 'J': g_witers_large = atoi(optarg); bad |= g_witers_large < 1; break;
         case 'I': g_iters_large = atoi(optarg); break;
         case 'x': g_warm = atoi(optarg); break;
         case 'W': g_window = atoi(optarg); break;
         default: usage(); MPI_Finalize(); return 2;
         }
     }
-    if (g_size < 2 || g_iters < 1 || g_iters_large < 1 || g_window < 1 || g_warm < 0 ||
-        g_min > g_max || g_max > (1u << 30)) {
+    if (nsizes > 0) { /* -s: the buffers fit the largest listed size */
+        g_min = g_max = sizes[0];
+        for (int k = 0; k < nsizes; k++) {
+            bad |= sizes[k] < 1;
+            g_max = sizes[k] > g_max ? sizes[k] : g_max;
+        }
+    } else {
+        for (size_t s = g_min ? g_min : 1; s <= g_max && nsizes < MAX_SIZES; s *= 2)
+            sizes[nsizes++] = s;
+    }
+    if (bad || g_size < 2 || g_iters < 1 || g_iters_large < 1 || g_window < 1 || g_warm < 0 ||
+        g_budget < 0 || g_min > g_max || g_max > (1u << 30)) {
         usage();
         MPI_Finalize();
         return 2;
     }
-    int all = strcmp(test, "all") == 0;
-    int do_lat = all || !strcmp(test, "latency"), do_bw = all || !strcmp(test, "bw");
-    int do_bibw = all || !strcmp(test, "bibw"), do_mr = all || !strcmp(test, "mr");
+    int do_lat = has_test(test, "latency"), do_bw = has_test(test, "bw");
+    int do_bibw = has_test(test, "bibw"), do_mr = has_test(test, "mr");
     if (!(do_lat || do_bw || do_bibw || do_mr)) {
         usage();
         MPI_Finalize();
@@ -154,10 +227,10 @@ int main(int argc, char **argv)
                g_size, g_window, g_iters, g_iters_large, g_warm);
         fflush(stdout);
     }
-    size_t start = g_min ? g_min : 1;
     if (do_lat) {
         phase("latency");
-        for (size_t s = start; s <= g_max; s *= 2) {
+        for (int k = 0; k < nsizes; k++) {
+            size_t s = sizes[k];
             double us = latency(s, sb, rb);
             if (g_rank == 0)
                 printf("latency %zu %.2f us\n", s, us);
@@ -170,7 +243,9 @@ int main(int argc, char **argv)
         if (!on)
             continue;
         phase(name);
-        for (size_t s = start; s <= g_max; s *= 2) {
+        g_windowed = 1;
+        for (int k = 0; k < nsizes; k++) {
+            size_t s = sizes[k];
             int n = 0;
             double dt = window_loop(s, sb, rb, kind == 1, &n);
             double msgs = (double)n * g_window * (kind == 1 ? 2 : 1);

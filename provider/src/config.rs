@@ -21,10 +21,30 @@ pub struct Config {
     /// The endpoint's own address: IP and main UDP port (the port of path 0,
     /// the one socket that receives). Peers know us by this address.
     pub local: SocketAddr,
-    /// Incarnation nonce carried in every header. Larger means newer: the
-    /// driver derives it from wall-clock milliseconds plus random bits, so a
-    /// restarted process on the same address has a larger epoch. Never 0.
-    pub epoch: u32,
+    /// Incarnation nonce, carried in every header: an unguessable 64-bit
+    /// value, new for every engine (the FFI draws it from the OS's random
+    /// source). It is compared only for equality, never ordered: a restarted
+    /// process on the same address is told apart by a nonce that differs
+    /// (and by a completed handshake), not by a larger one. 0 is read as 1.
+    pub nonce: u64,
+    /// Per-endpoint secret keying the session cookies (SipHash-2-4, 128
+    /// bits; mixed with `nonce`). Must be unguessable and new for every
+    /// engine (the FFI draws it from the OS). The default is a fixed value
+    /// for tests and the simulator only.
+    pub secret: [u8; 16],
+    /// Most peers this endpoint keeps state for. A peer a remote handshake
+    /// would add beyond it is refused (counted in `rx_peer_limit`); peers the
+    /// application names itself are always added.
+    pub max_peers: u32,
+    /// A peer with nothing queued, in flight or owed and no traffic for this
+    /// long has its per-peer state reclaimed (buffers, path and congestion
+    /// history); its session (nonce, token, packet numbers) stays, so it
+    /// resumes without a handshake.
+    pub peer_idle_timeout: Duration,
+    /// Most stateless replies (CHALLENGEs to HELLOs, RESETs to packets of no
+    /// session) per second, across all sources: a forged flood cannot make
+    /// this endpoint a reflector beyond it.
+    pub stateless_per_sec: u32,
     /// Seed for every random choice the engine makes (path picks, jitter).
     pub seed: u64,
     /// Number of entropy values (UDP source ports, one socket each) = paths
@@ -98,12 +118,13 @@ impl Config {
         Config {
             mode,
             local,
-            epoch: 1,
+            nonce: 1,
+            secret: *b"spray test key!!",
             seed: 0x5eed,
             paths: 8,
             local_paths: 1,
             max_datagram: 1472,
-            unreachable_timeout: Duration::from_secs(30),
+            unreachable_timeout: Duration::from_secs(5),
             ack_delay: Duration::from_micros(50),
             max_host_delay: Duration::from_millis(4),
             ack_every: 16,
@@ -117,6 +138,9 @@ impl Config {
             max_tx_ops: 16 << 10,
             max_rx_ops: 16 << 10,
             eager_limit: 64 << 10,
+            max_peers: 1 << 16,
+            peer_idle_timeout: Duration::from_secs(120),
+            stateless_per_sec: 200_000,
             flowlet_bytes: 64 << 10,
         }
     }

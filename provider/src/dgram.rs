@@ -21,7 +21,8 @@ pub enum SendError {
 pub enum FailReason {
     /// Nothing acknowledged for `unreachable_timeout`.
     Unreachable,
-    /// The peer restarted (new epoch): the incarnation we sent to is gone.
+    /// The peer restarted (a new nonce, proven by a handshake): the
+    /// incarnation we sent to is gone.
     PeerRestarted,
 }
 
@@ -36,7 +37,7 @@ pub enum DgramEvent {
         token: u64,
         reason: FailReason,
     },
-    /// `peer` restarted with a new epoch: its receive state was reset.
+    /// `peer` restarted (a new nonce): its receive state was reset.
     PeerRestarted { peer: PeerId },
 }
 

@@ -20,7 +20,7 @@ const UNREACHABLE: Duration = Duration::from_millis(400);
 fn node(i: usize) -> Node {
     let mut c = Config::new(EpMode::Rdm, addr(i));
     c.paths = 4;
-    c.epoch = 700 + i as u32;
+    c.nonce = 700 + i as u64;
     c.seed = 0xa11e ^ i as u64;
     c.unreachable_timeout = UNREACHABLE;
     Engine::new(c)

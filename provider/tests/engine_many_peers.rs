@@ -26,7 +26,7 @@ fn engine(k: usize) -> (E, SocketAddr) {
         .parse()
         .unwrap();
     let mut cfg = Config::new(EpMode::Rdm, addr);
-    cfg.epoch = 100 + k as u32;
+    cfg.nonce = 100 + k as u64;
     cfg.seed = k as u64;
     (Engine::new(cfg), addr)
 }

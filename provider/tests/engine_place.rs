@@ -336,7 +336,7 @@ impl Placing {
 fn node(i: usize) -> Placing {
     let mut c = Config::new(EpMode::Rdm, addr(i));
     c.paths = 4;
-    c.epoch = 300 + i as u32;
+    c.nonce = 300 + i as u64;
     c.seed = 0xbeef ^ i as u64;
     c.max_datagram = 16_000;
     Placing {

@@ -15,7 +15,7 @@ type Node = Engine<Vec<u8>>;
 fn engine(i: usize, mode: EpMode, paths: u8) -> Node {
     let mut c = Config::new(mode, addr(i));
     c.paths = paths;
-    c.epoch = 100 + i as u32;
+    c.nonce = 100 + i as u64;
     c.seed = 0xfeed ^ i as u64;
     Engine::new(c)
 }
@@ -286,7 +286,7 @@ fn pingpong_half_rtt(size: usize, rounds: usize, bandwidth: u64, max_datagram: u
     let mk = |i: usize| {
         let mut c = Config::new(EpMode::Rdm, addr(i));
         c.max_datagram = max_datagram;
-        c.epoch = 7 + i as u32;
+        c.nonce = 7 + i as u64;
         Engine::new(c)
     };
     let mut sim: Sim<Node> = Sim::new(5, vec![mk(0), mk(1)], vec![spec; 8]);

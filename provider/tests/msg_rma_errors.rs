@@ -225,7 +225,7 @@ fn target_drops_state_of_a_failed_initiator() {
     }
 }
 
-/// Node 1 restarts (new epoch, same address) while node 0's ops are in flight:
+/// Node 1 restarts (new nonce, same address) while node 0's ops are in flight:
 /// node 0 fails them `PeerUnreachable`, and new traffic between them works.
 #[test]
 fn restarted_target_fails_pending_ops_then_works_again() {

@@ -23,7 +23,7 @@ fn incast(senders: usize, per_sender: u64, initial_window: u32) -> Incast {
     let rx = senders;
     let nodes: Vec<SrdNode> = (0..=senders)
         .map(|i| {
-            let mut c = config(i, paths, 100 + i as u32);
+            let mut c = config(i, paths, 100 + i as u64);
             c.initial_window = initial_window;
             // The budget must cover this link's BDP (43 packets) whatever
             // the initial window: with zero grants, 64 senders under a
@@ -193,7 +193,7 @@ fn sustained_incast_16_flows_stay_near_fair_share() {
     let paths = 4u8;
     let rx = senders;
     let nodes: Vec<SrdNode> = (0..=senders)
-        .map(|i| SrdNode::new(&config(i, paths, 100 + i as u32)))
+        .map(|i| SrdNode::new(&config(i, paths, 100 + i as u64)))
         .collect();
     let mut spec = LinkSpec::ideal(one_way);
     spec.bandwidth = 4 * rate;

@@ -1,4 +1,4 @@
-//! Peer lifecycle over the simulator: a peer restarts with a new epoch while
+//! Peer lifecycle over the simulator: a peer restarts with a new nonce while
 //! old packets are in flight; a peer disappears and outstanding sends fail
 //! back in the configured time.
 
@@ -37,13 +37,13 @@ fn peer_restart_with_old_packets_in_flight() {
         before > 0 && before < 400,
         "restart should happen mid-transfer ({before})"
     );
-    // Host 1 restarts: a new process on the same address, a larger epoch.
+    // Host 1 restarts: a new process on the same address, a new nonce.
     sim.nodes[1] = SrdNode::new(&config(1, paths, 30));
     for t in 1000..1100 {
         sim.nodes[1].push(addr(0), t, payload(t, 500));
     }
     sim.run_until(ms(20), |_| false);
-    // New traffic 0 -> 1 after host 0 has learnt the new epoch.
+    // New traffic 0 -> 1 after host 0 has learnt the new incarnation.
     for t in 2000..2100 {
         sim.nodes[0].push(addr(1), t, payload(t, 500));
     }
@@ -88,7 +88,7 @@ fn peer_restart_with_old_packets_in_flight() {
     }
     // Stale packets were dropped and counted on at least one side.
     assert!(
-        a.rx_stale_src + b.rx_stale_dst > 0,
+        a.rx_stale_src + a.rx_bad_token + b.rx_no_session + b.rx_bad_token > 0,
         "no stale packet was seen"
     );
     // The new host 1 got every new-session datagram exactly once, and host 0
@@ -124,10 +124,10 @@ fn peer_restart_with_old_packets_in_flight() {
         );
     }
     spray::sim::check::row(
-        "peer restarts (new epoch) with old packets in flight",
+        "peer restarts (new nonce) with old packets in flight",
         &format!(
-            "stale dropped and counted: {} (src) + {} (dst); {failed_restart} old sends failed back; new session 100/100 exactly once",
-            a.rx_stale_src, b.rx_stale_dst
+            "stale dropped and counted: {} (old incarnation) + {} (no session at the new one); {failed_restart} old sends failed back; new session 100/100 exactly once",
+            a.rx_stale_src + a.rx_bad_token, b.rx_no_session + b.rx_bad_token
         ),
         "stale dropped and counted; new session works",
         true,

@@ -20,7 +20,7 @@ const RATE: u64 = 1_250_000_000;
 fn engine(i: usize) -> Node {
     let mut c = Config::new(EpMode::Rdm, addr(i));
     c.paths = 8;
-    c.epoch = 100 + i as u32;
+    c.nonce = 100 + i as u64;
     c.seed = 0xbead ^ i as u64;
     Engine::new(c)
 }
@@ -121,7 +121,7 @@ fn duty_cycled(cfg: impl Fn(&mut Config), msgs: usize, len: usize, on: u64, peri
         .map(|i| {
             let mut c = Config::new(EpMode::Rdm, addr(i));
             c.paths = 8;
-            c.epoch = 100 + i as u32;
+            c.nonce = 100 + i as u64;
             c.seed = 0xd0c ^ i as u64;
             cfg(&mut c);
             Engine::new(c)

@@ -122,7 +122,7 @@ fn run(
     let paths = 4u8;
     let nodes: Vec<Stalling> = (0..=senders)
         .map(|i| {
-            let mut c = config(i, paths, 300 + i as u32);
+            let mut c = config(i, paths, 300 + i as u64);
             c.rx_credit_packets = 32;
             Stalling {
                 inner: SrdNode::new(&c),

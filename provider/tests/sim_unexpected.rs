@@ -23,7 +23,7 @@ const TX: usize = 200;
 fn engine(i: usize, seed: u64) -> Node {
     let mut c = Config::new(EpMode::Rdm, addr(i));
     c.paths = 4;
-    c.epoch = 10 + i as u32;
+    c.nonce = 100 + i as u64;
     c.seed = seed ^ i as u64;
     c.max_unexpected_msgs = SHARE * CREDIT_SHARES;
     c.max_tx_ops = TX;

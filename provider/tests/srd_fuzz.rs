@@ -16,9 +16,9 @@ fn hostile_input_never_panics() {
     let a_addr: SocketAddr = "10.1.0.1:7000".parse().unwrap();
     let b_addr: SocketAddr = "10.1.0.2:7000".parse().unwrap();
     let mut ca = Config::new(EpMode::Dgram, a_addr);
-    ca.epoch = 3;
+    ca.nonce = 3;
     let mut cb = Config::new(EpMode::Dgram, b_addr);
-    cb.epoch = 4;
+    cb.nonce = 4;
     let (mut a, mut b) = (Srd::new(&ca), Srd::new(&cb));
     let pb = a.peer(b_addr);
     let mut rng = Rng::new(99);

@@ -19,8 +19,8 @@ fn pair(max_datagram: usize) -> (Srd, Srd, SocketAddr, SocketAddr) {
     let mut cb = Config::new(EpMode::Dgram, b_addr);
     ca.max_datagram = max_datagram;
     cb.max_datagram = max_datagram;
-    ca.epoch = 5;
-    cb.epoch = 6;
+    ca.nonce = 5;
+    cb.nonce = 6;
     (Srd::new(&ca), Srd::new(&cb), a_addr, b_addr)
 }
 
@@ -92,9 +92,31 @@ fn bulk_and_ping_pong_cost() {
         "pool allocated {bufs} buffers for {n} datagrams"
     );
 
-    // Ping-pong of 8-byte messages: one packet each way per round.
+    // Ping-pong of 8-byte messages: one packet each way per round, once the
+    // session is up (HELLO, CHALLENGE, then the first datagram: one round
+    // trip before the first data, none after).
     let (mut a, mut b, a_addr, b_addr) = pair(1472);
     let pb = a.peer(b_addr);
+    a.send(pb, u64::MAX, 8, &mut |x| x.fill(0)).unwrap();
+    let hello = a.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert!(b
+        .handle_datagram(Instant::ZERO, a_addr, &buf[..hello.len])
+        .is_none());
+    let challenge = b.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert!(a
+        .handle_datagram(Instant::ZERO, b_addr, &buf[..challenge.len])
+        .is_none());
+    let first = a.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    let (pa, _) = b
+        .handle_datagram(Instant::ZERO, a_addr, &buf[..first.len])
+        .unwrap();
+    b.send(pa, u64::MAX, 8, &mut |x| x.fill(0)).unwrap();
+    let reply = b.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert!(a
+        .handle_datagram(Instant::ZERO, b_addr, &buf[..reply.len])
+        .is_some());
+    while a.poll_event().is_some() {}
+    while b.poll_event().is_some() {}
     let rounds = 100_000u64;
     let start = Wall::now();
     let mut tx = 0u64;

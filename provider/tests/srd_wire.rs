@@ -2,7 +2,9 @@
 //! random / mutated bytes never panics.
 
 use spray::rng::Rng;
-use spray::wire::srd::{flags, AckRepr, Packet, PacketType, Repr, HEADER_LEN};
+use spray::wire::srd::{
+    flags, AckRepr, HandshakeRepr, Packet, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN,
+};
 use spray::wire::WireError;
 
 fn sample() -> Repr {
@@ -11,8 +13,8 @@ fn sample() -> Repr {
         flags: flags::RETRANSMIT,
         path: 5,
         src_port: 0x1234,
-        src_epoch: 0x0102_0304,
-        dst_epoch: 0x0506_0708,
+        src_nonce: 0x0102_0304_0506_0708,
+        dst_token: 0x4142_4344_4546_4748,
         psn: 0x0a0b_0c0d,
         psn_floor: 0x0a0b_0c00,
         ack: Some(AckRepr {
@@ -34,10 +36,10 @@ fn test_vector() {
     buf[HEADER_LEN..].copy_from_slice(b"abc");
     #[rustfmt::skip]
     let want: [u8; HEADER_LEN] = [
-        0x01, 0x01, 0x05, 0x05,             // version, type DATA, flags ACK_PRESENT|RETRANSMIT, path
+        0x02, 0x01, 0x05, 0x05,             // version 2, type DATA, flags ACK_PRESENT|RETRANSMIT, path
         0x12, 0x34, 0x00, 0x03,             // src_port, payload_len
-        0x01, 0x02, 0x03, 0x04,             // src_epoch
-        0x05, 0x06, 0x07, 0x08,             // dst_epoch
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // src_nonce
+        0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, // dst_token
         0x0a, 0x0b, 0x0c, 0x0d,             // psn
         0x0a, 0x0b, 0x0c, 0x00,             // psn_floor
         0x11, 0x12, 0x13, 0x14,             // ack_cum
@@ -56,13 +58,20 @@ fn test_vector() {
 fn round_trip_random() {
     let mut rng = Rng::new(1);
     for _ in 0..10_000 {
-        let ty = match rng.below(4) {
+        let ty = match rng.below(6) {
             0 => PacketType::Data,
             1 => PacketType::Ack,
             2 => PacketType::Reset,
+            3 => PacketType::Hello,
+            4 => PacketType::Challenge,
             _ => PacketType::Probe,
         };
-        let ack = if ty == PacketType::Ack || rng.chance(0.5) {
+        // Session-less packets carry no flags and no ack.
+        let bare = matches!(
+            ty,
+            PacketType::Reset | PacketType::Hello | PacketType::Challenge
+        );
+        let ack = if ty == PacketType::Ack || (!bare && rng.chance(0.5)) {
             Some(AckRepr {
                 cum: rng.next_u64() as u32,
                 recent: rng.next_u64() as u32,
@@ -76,18 +85,25 @@ fn round_trip_random() {
         };
         let r = Repr {
             ty,
-            flags: (rng.next_u64() as u8) & (flags::ACK_NOW | flags::RETRANSMIT),
+            flags: if bare {
+                0
+            } else {
+                (rng.next_u64() as u8) & (flags::ACK_NOW | flags::RETRANSMIT | flags::MORE)
+            },
             path: rng.next_u64() as u8,
             src_port: rng.next_u64() as u16,
-            src_epoch: (rng.next_u64() as u32).max(1),
-            dst_epoch: rng.next_u64() as u32,
+            src_nonce: rng.next_u64().max(1),
+            dst_token: match ty {
+                PacketType::Hello => 0,
+                _ => rng.next_u64().max(1),
+            },
             psn: rng.next_u64() as u32,
             psn_floor: rng.next_u64() as u32,
             ack,
-            payload_len: if ty == PacketType::Data {
-                rng.below(100) as u16
-            } else {
-                0
+            payload_len: match ty {
+                PacketType::Data => rng.below(100) as u16,
+                PacketType::Hello | PacketType::Challenge => HANDSHAKE_LEN as u16,
+                _ => 0,
             },
         };
         let mut buf = vec![0u8; r.buffer_len()];
@@ -110,7 +126,7 @@ fn rejects_bad_headers() {
         WireError::Truncated
     );
     let mut b = buf;
-    b[0] = 2;
+    b[0] = 1; // version 1 (epochs) is not understood any more
     assert_eq!(
         Repr::parse(&Packet::new_unchecked(&b[..])),
         Err(WireError::BadVersion)
@@ -128,7 +144,7 @@ fn rejects_bad_headers() {
         Err(WireError::Malformed)
     );
     let mut b = buf;
-    b[8..12].fill(0);
+    b[8..16].fill(0); // src_nonce 0
     assert_eq!(
         Repr::parse(&Packet::new_unchecked(&b[..])),
         Err(WireError::Malformed)
@@ -139,7 +155,110 @@ fn rejects_bad_headers() {
         Repr::parse(&Packet::new_unchecked(&b[..])),
         Err(WireError::Malformed)
     );
+    let mut b = buf;
+    b[1] = 7; // the first unassigned type
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::BadType)
+    );
     assert!(sample().emit(&mut [0u8; 10]).is_err());
+}
+
+/// A HELLO and its CHALLENGE, byte by byte (the vectors in `PROTOCOL.md` §2),
+/// and the rules that keep session-less packets small and unambiguous.
+#[test]
+fn handshake_vectors() {
+    let hello = Repr {
+        ty: PacketType::Hello,
+        flags: 0,
+        path: 0,
+        src_port: 0x1234,
+        src_nonce: 0x0102_0304_0506_0708,
+        dst_token: 0,
+        psn: 0,
+        psn_floor: 0,
+        ack: None,
+        payload_len: HANDSHAKE_LEN as u16,
+    };
+    let mut buf = [0u8; HEADER_LEN + HANDSHAKE_LEN];
+    hello.emit(&mut buf).unwrap();
+    HandshakeRepr {
+        value: 0x5152_5354_5556_5758,
+        caps: 0,
+    }
+    .emit(&mut buf[HEADER_LEN..])
+    .unwrap();
+    #[rustfmt::skip]
+    let want: [u8; HEADER_LEN + HANDSHAKE_LEN] = [
+        0x02, 0x05, 0x00, 0x00,  0x12, 0x34, 0x00, 0x10, // v2, HELLO, no flags, path 0, src_port, payload 16
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,  // src_nonce
+        0, 0, 0, 0, 0, 0, 0, 0,                          // dst_token: none yet
+        0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, // psn .. credit: 0
+        0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, // sack: 0
+        0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,  // echo value
+        0, 0, 0, 0, 0, 0, 0, 0,                          // caps
+    ];
+    assert_eq!(buf, want);
+    let p = Packet::new_checked(&buf[..]).unwrap();
+    assert_eq!(Repr::parse(&p).unwrap(), hello);
+    let hs = HandshakeRepr::parse(p.payload()).unwrap();
+    assert_eq!(hs.value, 0x5152_5354_5556_5758);
+    // The CHALLENGE: echo in dst_token, the cookie in the payload.
+    let mut ch = [0u8; HEADER_LEN + HANDSHAKE_LEN];
+    Repr {
+        ty: PacketType::Challenge,
+        dst_token: 0x5152_5354_5556_5758,
+        ..hello
+    }
+    .emit(&mut ch)
+    .unwrap();
+    HandshakeRepr {
+        value: 0x6162_6364_6566_6768,
+        caps: 0,
+    }
+    .emit(&mut ch[HEADER_LEN..])
+    .unwrap();
+    assert_eq!(ch[1], 6);
+    assert_eq!(&ch[16..24], &want[HEADER_LEN..HEADER_LEN + 8]);
+    assert_eq!(
+        ch[HEADER_LEN..HEADER_LEN + 8],
+        [0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68]
+    );
+    assert!(Repr::parse(&Packet::new_checked(&ch[..]).unwrap()).is_ok());
+    // Rules: a HELLO names no token, a CHALLENGE and a RESET must; no flags
+    // on any of them; a handshake payload is exactly 16 bytes; value != 0.
+    let mut b = buf;
+    b[23] = 1;
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
+    let mut b = ch;
+    b[16..24].fill(0);
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
+    let mut b = buf;
+    b[2] = flags::ACK_NOW;
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
+    let mut b = buf;
+    b[2] = flags::MAC;
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
+    let mut b = buf;
+    b[7] = 8;
+    assert_eq!(
+        Repr::parse(&Packet::new_unchecked(&b[..])),
+        Err(WireError::Malformed)
+    );
+    assert_eq!(HandshakeRepr::parse(&[0u8; 16]), Err(WireError::Malformed));
+    assert_eq!(HandshakeRepr::parse(&[1u8; 15]), Err(WireError::Malformed));
 }
 
 #[test]
@@ -147,6 +266,12 @@ fn random_bytes_never_panic() {
     let mut rng = Rng::new(0xdead);
     let mut valid = [0u8; HEADER_LEN + 16];
     sample().emit(&mut valid).unwrap();
+    let mut hello = valid;
+    hello[1] = 5;
+    hello[2] = 0;
+    hello[7] = 16;
+    hello[16..24].fill(0);
+    hello[HEADER_LEN] = 1;
     let mut ok = 0u32;
     for i in 0..200_000u32 {
         let mut buf = [0u8; HEADER_LEN + 16];
@@ -156,7 +281,7 @@ fn random_bytes_never_panic() {
                 *b = rng.next_u64() as u8;
             }
         } else {
-            buf = valid;
+            buf = if i % 4 == 1 { valid } else { hello };
             for _ in 0..=rng.below(4) {
                 let at = rng.below(buf.len() as u64) as usize;
                 buf[at] ^= 1 << rng.below(8);
@@ -166,7 +291,7 @@ fn random_bytes_never_panic() {
             if let Ok(r) = Repr::parse(&p) {
                 ok += 1;
                 assert!(r.buffer_len() <= len);
-                let _ = p.payload();
+                let _ = HandshakeRepr::parse(p.payload());
             }
         }
     }

@@ -42,10 +42,10 @@ use slab::Slab;
 
 /// Largest RDM message, bytes (1 TiB: "unlimited" for MPI, safe in every offset sum).
 pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
-/// Bytes of a UDP datagram assumed taken by the SRD header (`wire::srd::HEADER_LEN`, 48)
+/// Bytes of a UDP datagram assumed taken by the SRD header (`wire::srd::HEADER_LEN`, 56)
 /// until `set_max_payload` or `pump` tells the real `max_payload` (only DGRAM mode's
 /// `max_msg_size` depends on it).
-pub const SRD_HEADER_RESERVE_BYTES: usize = 48;
+pub const SRD_HEADER_RESERVE_BYTES: usize = crate::wire::srd::HEADER_LEN;
 /// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`,
 /// its message credit `max_unexpected_msgs / this`.
 pub const CREDIT_SHARES: usize = 64;

@@ -9,11 +9,12 @@ use super::{addr, Sim};
 use crate::config::{Config, EpMode};
 use crate::dgram::DgramEvent;
 
-/// The config of simulated host `i` with `paths` paths and epoch `epoch`.
-pub fn config(i: usize, paths: u8, epoch: u32) -> Config {
+/// The config of simulated host `i` with `paths` paths and incarnation
+/// nonce `nonce` (a restarted host needs another one).
+pub fn config(i: usize, paths: u8, nonce: u64) -> Config {
     let mut c = Config::new(EpMode::Dgram, addr(i));
     c.paths = paths;
-    c.epoch = epoch;
+    c.nonce = nonce;
     c.seed = 0x5eed ^ i as u64;
     c
 }

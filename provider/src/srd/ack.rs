@@ -194,7 +194,11 @@ impl Peer {
             ctx.stats.spurious_retransmits += 1;
             let fp = &mut self.paths.paths[usize::from(first_path.0)];
             fp.on_acked(first_path.1, first_sent);
-            fp.on_rtt(now.saturating_since(first_sent).as_nanos() as u64 - delay.min(elapsed));
+            let since_first = now.saturating_since(first_sent).as_nanos() as u64;
+            fp.on_rtt(
+                since_first.saturating_sub(delay).max(1),
+                2 * delay <= since_first,
+            );
         }
         let fan_in = self.fan_in_limited();
         let p = &mut self.paths.paths[usize::from(path)];
@@ -204,11 +208,23 @@ impl Peer {
             // subtraction gives an upper bound of its RTT: good enough to rank
             // paths (each path needs samples, and `recent` is rarely on a slow
             // one), while the peer-wide RTT behind the timers takes exact ones.
-            let sample = elapsed.saturating_sub(delay).max(1);
-            p.on_rtt(sample);
-            self.paths.adapt_weight(usize::from(path), now);
-            if psn == ack.recent {
-                self.on_rtt(sample);
+            //
+            // Except where the receiver's arrival time of `recent` is early:
+            // a coalesced (GRO) datagram carries the arrival time of its
+            // first segment for all, and packets sent after that moment can
+            // come back acked with a longer hold than their whole round
+            // trip (937 us elapsed, 981 us held, across two hosts). Such a
+            // sample says nothing; and only one held less than half its
+            // round trip may lower the min RTT (which sets the window and
+            // tells queueing from not): clamped to 1 ns, one made the min
+            // RTT 1 ns and every RTT look like congestion.
+            if elapsed > delay {
+                let sample = elapsed - delay;
+                p.on_rtt(sample, 2 * delay <= elapsed);
+                self.paths.adapt_weight(usize::from(path), now);
+                if psn == ack.recent {
+                    self.on_rtt(sample);
+                }
             }
         } else if psn == ack.recent && self.srtt_ns != 0 && fan_in {
             // Resent (Karn: no exact sample). Measured from the first send it
@@ -231,7 +247,7 @@ impl Peer {
             let delay = u64::from(ack.delay_us) * 1000;
             let sample = elapsed.saturating_sub(delay);
             if sample >= 1000 {
-                p.on_rtt(sample);
+                p.on_rtt(sample, 2 * delay <= elapsed);
                 self.on_rtt(sample);
             }
         }
@@ -245,7 +261,7 @@ impl Peer {
                 let s = (now.saturating_since(first_sent).as_nanos() as u64).saturating_sub(delay);
                 let fp = &mut self.paths.paths[usize::from(first_path.0)];
                 if s > fp.srtt_ns {
-                    fp.on_rtt(s);
+                    fp.on_rtt(s, false);
                 }
             }
         }
@@ -410,6 +426,22 @@ impl Peer {
                     && slot.sends == 1
             });
             if let Some((psn, _)) = found {
+                // Not before it is late: a fast path would have had it acked
+                // by now. A path's srtt rests on few samples when a ping-pong
+                // sprays one packet per round trip over many paths, and one
+                // sample from a descheduled host (ms where the fabric takes
+                // µs) makes a path look slow: a copy at once was a duplicate
+                // (70 of 1305 packets of an IMB PingPong across two hosts).
+                let late_at =
+                    self.tx.slot(psn).sent + Duration::from_nanos(median + ctx.p.ack_delay_ns);
+                if now < late_at {
+                    let at = self
+                        .timers
+                        .get(Timer::Loss)
+                        .map_or(late_at, |t| t.min(late_at));
+                    self.timers.set(Timer::Loss, at);
+                    return false;
+                }
                 let rtt = self.rtt_ns();
                 self.paths.paths[pi].probe_unanswered(now, rtt);
                 ctx.stats.tail_hedges += 1;
@@ -443,7 +475,7 @@ impl Peer {
             if self.tx.slot(psn).state == SlotState::InFlight {
                 ctx.stats.tail_probes += 1;
                 self.paths.tail_probes += 1;
-                if self.fan_in_limited() && self.stall_probe_at.is_none() {
+                if self.stall_probe_at.is_none() && self.tx.delivered > 0 {
                     ctx.stats.tail_asks += 1;
                     self.tail_ask_due = true;
                     self.tail_ask = Some((psn, now));

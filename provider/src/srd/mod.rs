@@ -9,9 +9,11 @@ mod path;
 mod peer;
 mod place;
 mod pool;
+mod reclaim;
 mod recv;
 mod rx;
 mod send;
+mod session;
 mod stats;
 mod timer;
 mod tx;
@@ -82,6 +84,16 @@ pub struct Srd {
     extra_turn: (u32, Instant),
     /// Datagrams ever queued (see `queued_total`).
     queued_total: u64,
+    /// Keys, our nonce and the stateless replies (see `session.rs`).
+    sess: session::Sessions,
+    /// Most peers a remote handshake may add (`Config::max_peers`).
+    max_peers: usize,
+    /// A peer idle this long gives its state back (`Config::peer_idle_timeout`), ns.
+    idle_ns: u64,
+    /// When idle peers are next looked for (`None`: no peer holds state).
+    next_sweep: Option<Instant>,
+    /// A peer was used since the sweep was last armed.
+    sweep_wanted: bool,
 }
 
 impl Srd {
@@ -92,7 +104,7 @@ impl Srd {
             .clamp(HEADER_LEN + 1, HEADER_LEN + usize::from(u16::MAX))
             - HEADER_LEN;
         let p = Params {
-            epoch: cfg.epoch.max(1),
+            nonce: cfg.nonce.max(1),
             port: cfg.local.port(),
             paths: cfg.paths.clamp(1, 64),
             local_paths: cfg.local_paths.clamp(1, cfg.paths.clamp(1, 64)),
@@ -118,6 +130,11 @@ impl Srd {
             ..SrdStats::default()
         };
         Srd {
+            sess: session::Sessions::new(cfg.nonce, cfg.secret, cfg.stateless_per_sec),
+            max_peers: cfg.max_peers.max(1) as usize,
+            idle_ns: (cfg.peer_idle_timeout.as_nanos() as u64).max(1),
+            next_sweep: None,
+            sweep_wanted: false,
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
@@ -143,6 +160,7 @@ impl Srd {
         let id = PeerId(self.peers.len() as u32);
         self.peers.push(Peer::new(id, addr, &self.p));
         self.by_addr.insert(addr, id);
+        self.stats.peers = self.peers.len() as u64;
         self.activate(id.0 as usize);
         id
     }
@@ -217,6 +235,9 @@ impl Srd {
 
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
+        }
         let mut at = 0;
         while let Some(i) = self.next_active(at) {
             at = i + 1;
@@ -250,6 +271,10 @@ impl Srd {
             if peer.timers.due(Timer::Rto, now) {
                 peer.on_rto_timer(&mut ctx, now);
             }
+            if peer.timers.due(Timer::Handshake, now) {
+                peer.timers.stop(Timer::Handshake);
+                peer.on_handshake_timer();
+            }
             if peer.timers.due(Timer::Credit, now) {
                 // Held at 0 credit too long: probe (poll_transmit re-arms).
                 peer.timers.stop(Timer::Credit);
@@ -265,6 +290,12 @@ impl Srd {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if buf.len() < HEADER_LEN + self.p.max_payload {
             return None;
+        }
+        if let Some(t) = self.poll_stateless(buf) {
+            return Some(t);
+        }
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
         }
         self.update_credit(now);
         // From the cursor to the last peer, then from the first to the cursor.
@@ -291,12 +322,10 @@ impl Srd {
                 peer.tx.last_progress = now;
                 peer.update_timers(ctx.p);
             }
-            let reset = peer.reset_pending;
             if let Some(t) = peer.poll_transmit(&mut ctx, now, buf) {
-                if reset {
-                    ctx.stats.tx_resets += 1;
-                }
+                peer.last_active = now;
                 self.cursor = (i + 1) % n;
+                self.arm_sweep(now);
                 return Some(t);
             }
             if peer.quiescent() {
@@ -307,7 +336,11 @@ impl Srd {
         None
     }
 
-    /// When `handle_timeout` must next be called (includes pacing release times).
+    /// When `handle_timeout` must next be called (includes pacing release
+    /// times). The idle-peer sweep is not a deadline of its own: it runs
+    /// from the next `handle_timeout` or `handle_datagram` after it is due,
+    /// so an endpoint with nothing to do is never woken for it (its memory
+    /// does not grow while it sleeps).
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Peers off the active list have no timer armed.
         let mut at = 0;
@@ -471,7 +504,14 @@ impl Srd {
         let mut buf = self.pool.take();
         fill(&mut buf[..head_len]);
         self.activate(i);
+        if self.peers[i].remote_nonce == 0 {
+            // No session yet: the datagram waits for the handshake (one
+            // round trip), then leaves at once.
+            self.handshake(i);
+        }
+        self.sweep_wanted = true;
         let peer = &mut self.peers[i];
+        peer.reclaimed = false;
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
             // busy; `send` has no clock, so the next poll stamps it.

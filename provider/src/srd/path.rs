@@ -157,10 +157,13 @@ impl Path {
         }
     }
 
-    /// Fold in one RTT sample.
-    pub fn on_rtt(&mut self, sample_ns: u64) {
+    /// Fold in one RTT sample; `for_min`: it may lower the min RTT (the
+    /// receiver's hold of it was short, so little error could hide in it).
+    pub fn on_rtt(&mut self, sample_ns: u64, for_min: bool) {
         let s = sample_ns.max(1);
-        self.min_rtt_ns = self.min_rtt_ns.min(s);
+        if for_min {
+            self.min_rtt_ns = self.min_rtt_ns.min(s);
+        }
         if self.srtt_ns == 0 {
             self.srtt_ns = s;
             self.rttvar_ns = s / 2;
@@ -322,8 +325,12 @@ pub struct PathSet {
     median_at: Option<Instant>,
     /// The flowlet under way: (path, new data packets it may still take).
     flowlet: Option<(u8, u32)>,
-    /// Longest flowlet now, packets (see `adapt_flowlet`).
+    /// Longest flowlet now, packets (see `on_flowlet_acked`).
     flowlet_cap: u32,
+    /// Flowlets whose acks came spread (the cap halved), for statistics.
+    pub flowlet_spread: u64,
+    /// Flowlets whose acks came tight (the cap grew), for statistics.
+    pub flowlet_tight: u64,
 }
 
 /// Longest flowlet `adapt_flowlet` allows, packets (the kernel's most
@@ -355,6 +362,8 @@ impl PathSet {
             median_at: None,
             flowlet: None,
             flowlet_cap: FLOWLET_CAP_START,
+            flowlet_spread: 0,
+            flowlet_tight: 0,
         }
     }
 
@@ -524,9 +533,16 @@ impl PathSet {
         let spread = ack_span_ns.saturating_sub(send_span_ns);
         if spread > base / 2 + FLOWLET_SPREAD_NS {
             self.flowlet_cap = (self.flowlet_cap / 2).max(1);
+            self.flowlet_spread += 1;
         } else if spread < base / 4 + FLOWLET_SPREAD_NS / 2 {
             self.flowlet_cap = (self.flowlet_cap + self.flowlet_cap / 4 + 1).min(FLOWLET_CAP_MAX);
+            self.flowlet_tight += 1;
         }
+    }
+
+    /// Longest flowlet now, packets.
+    pub fn flowlet_cap(&self) -> u32 {
+        self.flowlet_cap
     }
 
     /// New data packet `seq` of the current flowlet left on `path` at `now`.

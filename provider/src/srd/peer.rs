@@ -1,5 +1,6 @@
-//! One peer: its send and receive state, paths, congestion controller and
-//! timers, plus the session resets (peer restart, unreachable).
+//! One peer: its session (nonce, tokens), send and receive state, paths,
+//! congestion controller and timers, plus the session resets (peer restart,
+//! unreachable).
 
 use core::net::SocketAddr;
 use std::collections::VecDeque;
@@ -36,8 +37,8 @@ const BW_SAMPLE_MAX_NS: u64 = 8_000_000;
 /// Tunables copied out of `Config`, in the units the core computes with.
 #[derive(Clone, Debug)]
 pub struct Params {
-    /// Our epoch.
-    pub epoch: u32,
+    /// Our incarnation nonce (never 0).
+    pub nonce: u64,
     /// Our main UDP port (header `src_port`).
     pub port: u16,
     /// Paths per peer.
@@ -94,8 +95,26 @@ pub struct Peer {
     pub id: PeerId,
     /// Its main address.
     pub addr: SocketAddr,
-    /// Its epoch as we know it (0 = not heard from yet).
-    pub remote_epoch: u32,
+    /// Its incarnation nonce in our session (0 = no session yet).
+    pub remote_nonce: u64,
+    /// The session token we put in `dst_token` (valid when `remote_nonce` is).
+    pub token: u64,
+    /// Our own cookie for its incarnation: accepted as a token besides
+    /// `token` (the two differ when both sides started a handshake).
+    pub own_cookie: u64,
+    /// Nonces of its earlier incarnations (most recent first): their late
+    /// packets are dropped, even with a cookie that was once valid.
+    pub retired_nonces: [u64; super::session::RETIRED],
+    /// Our handshake under way (HELLO sent, CHALLENGE awaited).
+    pub(crate) hs: Option<super::session::Pending>,
+    /// A HELLO must go out.
+    pub hs_due: bool,
+    /// When a RESET last made us check the session (rate limit).
+    pub last_verify: Option<Instant>,
+    /// Holds no state worth reclaiming (new, or reclaimed, and unused since).
+    pub reclaimed: bool,
+    /// When a packet last came from it or went to it.
+    pub last_active: Instant,
     /// Send state.
     pub tx: Tx,
     /// Receive state.
@@ -138,8 +157,6 @@ pub struct Peer {
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
     pub pacing_at: Instant,
-    /// A RESET must be sent (we got a packet addressed to an old epoch of ours).
-    pub reset_pending: bool,
     /// Sender: a credit probe (PROBE with MORE) must go out: we hold data,
     /// nothing is in flight and the receiver's grant is 0.
     pub credit_probe_due: bool,
@@ -162,8 +179,6 @@ pub struct Peer {
     pub rx_admit_at: Instant,
     /// Receiver: packets received from it since it was admitted.
     pub rx_admit_used: u32,
-    /// When the last RESET left (rate limit).
-    pub last_reset: Option<Instant>,
     /// Sending after a quiet spell and nothing acked since: the RTT of this
     /// flight is unknown (the receiver may have just been hit by many
     /// senders going busy at once, the start of an incast), so the
@@ -217,7 +232,15 @@ impl Peer {
         Peer {
             id,
             addr,
-            remote_epoch: 0,
+            remote_nonce: 0,
+            token: 0,
+            own_cookie: 0,
+            retired_nonces: [0; super::session::RETIRED],
+            hs: None,
+            hs_due: false,
+            last_verify: None,
+            reclaimed: true,
+            last_active: Instant::ZERO,
             tx: Tx::new(p.unscheduled),
             rx: Rx::new(),
             paths: PathSet::new(if addr.ip().is_loopback() || addr.ip() == p.local_ip {
@@ -246,8 +269,6 @@ impl Peer {
             hedged: Vec::new(),
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
-            reset_pending: false,
-            last_reset: None,
             credit_probe_due: false,
             credit_probes: 0,
             credit_heard_at: Instant::ZERO,
@@ -463,17 +484,17 @@ impl Peer {
         self.tail_ask = None;
     }
 
-    /// The peer restarted with epoch `epoch`: fail what we sent to the old
-    /// incarnation and forget what we received from it.
+    /// The peer restarted as incarnation `nonce` (a live peer completed a
+    /// handshake with it): fail what we sent to the old incarnation, forget
+    /// what we received from it, and retire the old nonce.
     ///
     /// Receive side: the new incarnation numbers from PSN 0, so the window
     /// restarts at 0. Send side: our PSNs go ON from where they were (not
-    /// back to 0): packets we sent before we knew any epoch of the peer carry
-    /// `dst_epoch = 0` and may already have reached the new incarnation; had
-    /// we restarted at 0, our new packets would collide with them there and
-    /// be dropped as duplicates yet acked. Continuing, with `psn_floor` =
-    /// the new `una`, makes the receiver skip past them instead.
-    pub fn restart(&mut self, ctx: &mut Ctx<'_>, epoch: u32) {
+    /// back to 0). The new incarnation refuses the old session's packets
+    /// (their token), so none of them can be in its window; continuing,
+    /// with `psn_floor` = the new `una`, would skip past them anyway: a
+    /// second line of defence against a duplicate acked but not delivered.
+    pub fn restart(&mut self, ctx: &mut Ctx<'_>, nonce: u64) {
         ctx.stats.peer_restarts += 1;
         ctx.events
             .push_back(DgramEvent::PeerRestarted { peer: self.id });
@@ -484,7 +505,9 @@ impl Peer {
         self.rx_more = false;
         self.rx_admitted = false;
         self.timers.stop(Timer::Ack);
-        self.remote_epoch = epoch;
+        self.retired_nonces.rotate_right(1);
+        self.retired_nonces[0] = self.remote_nonce;
+        self.remote_nonce = nonce;
         self.largest_acked_sent = Instant::ZERO;
     }
 }
@@ -498,7 +521,7 @@ impl Peer {
         !self.tx.busy()
             && self.tx.retx.is_empty()
             && !self.tx.idle_until_poll
-            && !self.reset_pending
+            && !self.hs_due
             && !self.credit_probe_due
             && !self.probe_to_answer
             && !self.stall_probe_due

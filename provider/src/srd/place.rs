@@ -21,8 +21,10 @@ impl Srd {
         }
         let id = *self.by_addr.get(&SocketAddr::new(from.ip(), h.src_port))?;
         let peer = self.peers.get(id.0 as usize)?;
-        // Only the steady state: both epochs known and current, nothing to reset.
-        if h.dst_epoch != self.p.epoch || peer.remote_epoch == 0 || h.src_epoch != peer.remote_epoch
+        // Only the steady state: a session with this incarnation, its token.
+        if peer.remote_nonce == 0
+            || h.src_nonce != peer.remote_nonce
+            || (h.dst_token != peer.token && h.dst_token != peer.own_cookie)
         {
             return None;
         }

@@ -1,5 +1,5 @@
-//! The receive path of the SRD core: parsing, epoch checks (stale packets,
-//! peer restarts, RESET), acks, the receive window and receiver credits.
+//! The receive path of the SRD core: parsing, the session check (see
+//! `session.rs`), acks, the receive window and receiver credits.
 
 use core::net::SocketAddr;
 
@@ -288,6 +288,9 @@ impl Srd {
         data: &'a [u8],
     ) -> Option<(PeerId, &'a [u8])> {
         self.stats.rx_packets += 1;
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
+        }
         let parsed = Packet::new_checked(data).and_then(|p| Repr::parse(&p).map(|r| (p, r)));
         let Ok((pkt, h)) = parsed else {
             self.stats.rx_malformed += 1;
@@ -298,32 +301,32 @@ impl Srd {
             return None;
         }
         let addr = SocketAddr::new(from.ip(), h.src_port);
-        let id = self.peer(addr);
+        match h.ty {
+            PacketType::Hello => {
+                self.on_hello(now, addr, &h, pkt.payload_ref());
+                return None;
+            }
+            PacketType::Challenge => {
+                self.on_challenge(addr, &h, pkt.payload_ref());
+                return None;
+            }
+            PacketType::Reset => {
+                self.on_reset(now, addr, &h);
+                return None;
+            }
+            PacketType::Data | PacketType::Ack | PacketType::Probe => {}
+        }
+        // Nothing below runs for a packet without a valid session token.
+        let id = self.admit_packet(now, addr, &h)?;
         self.activate(id.0 as usize);
+        self.sweep_wanted = true;
+        self.arm_sweep(now);
         if h.ty == PacketType::Data || h.ty == PacketType::Probe {
             self.update_credit(now);
         }
-        let my_epoch = self.p.epoch;
         let (peer, mut ctx) = self.split(id.0 as usize);
-        if h.ty != PacketType::Reset && h.dst_epoch != 0 && h.dst_epoch != my_epoch {
-            // Meant for another incarnation of us: tell the sender (rate-limited).
-            ctx.stats.rx_stale_dst += 1;
-            let quiet = peer
-                .last_reset
-                .is_none_or(|t| now.saturating_since(t).as_nanos() as u64 >= ctx.p.min_rto_ns);
-            if h.dst_epoch < my_epoch && quiet {
-                peer.reset_pending = true;
-            }
-            return None;
-        }
-        if peer.remote_epoch == 0 {
-            peer.remote_epoch = h.src_epoch;
-        } else if h.src_epoch < peer.remote_epoch {
-            ctx.stats.rx_stale_src += 1;
-            return None;
-        } else if h.src_epoch > peer.remote_epoch {
-            peer.restart(&mut ctx, h.src_epoch);
-        }
+        peer.reclaimed = false;
+        peer.last_active = now;
         // An ACK flagged ACK_NOW answers a PROBE of ours (see
         // `Peer::on_rto_timer`).
         peer.ack_answers_probe = h.ty == PacketType::Ack && h.flags & flags::ACK_NOW != 0;
@@ -332,17 +335,15 @@ impl Srd {
             peer.last_answer = now;
         }
         if let Some(ack) = &h.ack {
-            if h.dst_epoch == my_epoch {
-                let ext = if h.ty == PacketType::Ack {
-                    pkt.payload_ref()
-                } else {
-                    &[]
-                };
-                peer.on_ack(&mut ctx, now, ack, ext);
-            }
+            let ext = if h.ty == PacketType::Ack {
+                pkt.payload_ref()
+            } else {
+                &[]
+            };
+            peer.on_ack(&mut ctx, now, ack, ext);
         }
         match h.ty {
-            PacketType::Reset | PacketType::Ack => None,
+            PacketType::Reset | PacketType::Hello | PacketType::Challenge | PacketType::Ack => None,
             PacketType::Probe => {
                 peer.rx.ack_now = true;
                 peer.probe_to_answer = true;

@@ -16,8 +16,9 @@ use crate::time::Instant;
 const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
 /// A flowlet is what the pacing rate sends in this long, at most, ns.
 const FLOWLET_NS: u64 = 100_000;
-/// Shorter flowlets are single packets (slow flows spray packet by packet).
-const FLOWLET_MIN: u32 = 16;
+/// Flowlets shorter than this are single packets, bytes (a pacing rate
+/// below about 1.8 Gbit/s).
+const FLOWLET_MIN_BYTES: u128 = 22_000;
 use crate::wire::srd::{
     flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, MAX_SACK_EXT_BYTES,
 };
@@ -68,8 +69,8 @@ impl Peer {
             flags: 0,
             path,
             src_port: ctx.p.port,
-            src_epoch: ctx.p.epoch,
-            dst_epoch: self.remote_epoch,
+            src_nonce: ctx.p.nonce,
+            dst_token: self.token,
             psn: 0,
             psn_floor: 0,
             ack: None,
@@ -189,13 +190,12 @@ impl Peer {
             return 1;
         };
         let bytes = mul_div(rate, FLOWLET_NS, 1_000_000_000);
-        let n = (bytes / p.max_payload.max(1) as u128).min(u128::from(p.flowlet)) as u32;
-        // Below a few packets a flowlet saves little and only reorders.
-        if n < FLOWLET_MIN {
-            1
-        } else {
-            n
+        // A slow flow sprays packet by packet: there a flowlet saves little
+        // CPU and only queues on paths slower than the host.
+        if bytes < FLOWLET_MIN_BYTES {
+            return 1;
         }
+        (bytes / p.max_payload.max(1) as u128).clamp(1, u128::from(p.flowlet)) as u32
     }
 
     /// The next packet for this peer, written into `buf`.
@@ -205,12 +205,14 @@ impl Peer {
         now: Instant,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        if self.reset_pending {
-            self.reset_pending = false;
-            self.last_reset = Some(now);
-            let (path, _) = self.paths.pick(now, None);
-            let h = self.header(ctx, PacketType::Reset, path);
-            return self.finish(ctx, h, buf, None);
+        if let Some(t) = self.poll_hello(ctx.p, now, buf) {
+            ctx.stats.tx_packets += 1;
+            ctx.stats.tx_bytes += t.len as u64;
+            return Some(t);
+        }
+        if self.remote_nonce == 0 {
+            // No session: nothing but the HELLO may leave.
+            return None;
         }
         if self.credit_probe_due {
             self.credit_probe_due = false;

@@ -11,8 +11,18 @@ pub struct SrdStats {
     pub tx_data: u64,
     /// Pure ACK packets sent.
     pub tx_acks: u64,
-    /// RESET packets sent.
+    /// RESET packets sent (to packets of a session we do not hold).
     pub tx_resets: u64,
+    /// HELLOs started (handshakes this side opened; resends not counted).
+    pub tx_hellos: u64,
+    /// CHALLENGEs sent (answers to HELLOs, stateless).
+    pub tx_challenges: u64,
+    /// Stateless replies (CHALLENGE, RESET) not sent: over the rate limit.
+    pub stateless_dropped: u64,
+    /// Handshakes this side opened that completed (a CHALLENGE echoed ours).
+    pub handshakes: u64,
+    /// Sessions a peer opened with us (its first packet carrying our cookie).
+    pub sessions_accepted: u64,
     /// DATA retransmissions.
     pub retransmits: u64,
     /// Packets declared lost (per-path ordering, overdue, or RTO).
@@ -65,10 +75,21 @@ pub struct SrdStats {
     pub rx_out_of_window: u64,
     /// Packets that failed to parse.
     pub rx_malformed: u64,
-    /// Packets from an older epoch of their sender (dropped).
+    /// Packets from an earlier incarnation of their sender (a retired
+    /// nonce with a cookie once valid; dropped).
     pub rx_stale_src: u64,
-    /// Packets addressed to another epoch of ours (dropped, answered by RESET).
-    pub rx_stale_dst: u64,
+    /// Packets from a known peer whose token is wrong (forged, or of a
+    /// session that is over; dropped), and CHALLENGEs / RESETs that echo
+    /// nothing of ours.
+    pub rx_bad_token: u64,
+    /// Packets from an address we hold no session with, whose token is not
+    /// our cookie (forged, or for an incarnation of ours that is gone;
+    /// dropped, no state kept; DATA / PROBE answered by a rate-limited RESET).
+    pub rx_no_session: u64,
+    /// RESETs that echoed our token (each may start a check handshake).
+    pub rx_resets: u64,
+    /// Sessions refused because `max_peers` peers exist.
+    pub rx_peer_limit: u64,
     /// Acks acknowledging PSNs never sent (ignored).
     pub rx_bad_ack: u64,
     /// Datagrams acknowledged.
@@ -79,6 +100,11 @@ pub struct SrdStats {
     pub peer_restarts: u64,
     /// Peers declared unreachable.
     pub unreachable: u64,
+    /// Peers held now (each created by the application or a completed
+    /// handshake; at most `Config::max_peers` from handshakes).
+    pub peers: u64,
+    /// Idle peers whose state was reclaimed (see `Config::peer_idle_timeout`).
+    pub peers_reclaimed: u64,
     /// Peers visited by `poll_transmit` and `handle_timeout`: grows with the
     /// peers in use (the `active` list), not with every peer ever met.
     pub peer_polls: u64,
@@ -144,6 +170,11 @@ pub struct PeerStats {
     pub rtos: u64,
     /// Tail-loss probes.
     pub tail_probes: u64,
+    /// Longest flowlet now, packets (see `PathSet::on_flowlet_acked`).
+    pub flowlet_cap_pkts: u32,
+    /// Flowlets whose acks came spread (the cap halved) / tight (it grew).
+    pub flowlet_spread: u64,
+    pub flowlet_tight: u64,
     /// Every path, by index.
     pub paths: Vec<PathStats>,
 }
@@ -193,6 +224,9 @@ impl super::Srd {
                     lost: paths.iter().map(|x| x.lost).sum(),
                     rtos: p.paths.rtos,
                     tail_probes: p.paths.tail_probes,
+                    flowlet_cap_pkts: p.paths.flowlet_cap(),
+                    flowlet_spread: p.paths.flowlet_spread,
+                    flowlet_tight: p.paths.flowlet_tight,
                     paths,
                 }
             })

@@ -19,9 +19,11 @@ pub enum Timer {
     Tlp = 5,
     /// Waiting for credit (the receiver granted 0): send a credit probe.
     Credit = 6,
+    /// Our HELLO went unanswered: send it again (or give up).
+    Handshake = 7,
 }
 
-const N: usize = 7;
+const N: usize = 8;
 
 /// Deadlines of every timer of one peer; `None` = not armed.
 #[derive(Clone, Debug, Default)]

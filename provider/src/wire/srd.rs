@@ -1,15 +1,20 @@
 //! SRD packet header: Packet/Repr view (layout in `PROTOCOL.md`).
 //!
-//! One fixed 48-byte big-endian header, version and type first, followed by
-//! `payload_len` bytes of payload (DATA only). Every packet type carries the
-//! acknowledgement fields; they are meaningful only when `ACK_PRESENT` is set.
+//! One fixed 56-byte big-endian header, version and type first, followed by
+//! `payload_len` bytes of payload (DATA: a datagram; ACK: SACK words; HELLO
+//! and CHALLENGE: a `HandshakeRepr`). Every header carries the sender's
+//! incarnation nonce and the session token the receiver checks. The
+//! acknowledgement fields are meaningful only when `ACK_PRESENT` is set.
 
 use super::WireError;
 
 /// Protocol version carried in byte 0.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Header length in bytes.
-pub const HEADER_LEN: usize = 48;
+pub const HEADER_LEN: usize = 56;
+/// Payload of a HELLO or CHALLENGE, bytes (`HandshakeRepr`): equal sizes, so
+/// a CHALLENGE never carries more than the HELLO that asked for it.
+pub const HANDSHAKE_LEN: usize = 16;
 /// Value of the credit field that means "no receiver limit".
 pub const CREDIT_UNLIMITED: u16 = 0xFFFF;
 
@@ -35,29 +40,35 @@ mod field {
     pub const PATH: usize = 3;
     pub const SRC_PORT: Field = 4..6;
     pub const PAYLOAD_LEN: Field = 6..8;
-    pub const SRC_EPOCH: Field = 8..12;
-    pub const DST_EPOCH: Field = 12..16;
-    pub const PSN: Field = 16..20;
-    pub const PSN_FLOOR: Field = 20..24;
-    pub const ACK_CUM: Field = 24..28;
-    pub const ACK_RECENT: Field = 28..32;
-    pub const ACK_DELAY: Field = 32..34;
-    pub const CREDIT: Field = 34..36;
-    pub const SACK_BASE: Field = 36..40;
-    pub const SACK_BITS: Field = 40..48;
+    pub const SRC_NONCE: Field = 8..16;
+    pub const DST_TOKEN: Field = 16..24;
+    pub const PSN: Field = 24..28;
+    pub const PSN_FLOOR: Field = 28..32;
+    pub const ACK_CUM: Field = 32..36;
+    pub const ACK_RECENT: Field = 36..40;
+    pub const ACK_DELAY: Field = 40..42;
+    pub const CREDIT: Field = 42..44;
+    pub const SACK_BASE: Field = 44..48;
+    pub const SACK_BITS: Field = 48..56;
 }
 
-/// Packet types. Values are never reused; 0 and 5..=255 are invalid.
+/// Packet types. Values are never reused; 0 and 7..=255 are invalid.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum PacketType {
     /// Carries one datagram (and a piggybacked ack).
     Data = 1,
     /// Acknowledgement only.
     Ack = 2,
-    /// "You sent to an old incarnation of me": carries the current epoch.
+    /// "I hold no session for the token you sent": echoes that token. Only
+    /// ever starts a new handshake at its receiver, never a teardown.
     Reset = 3,
     /// Asks for an immediate acknowledgement (path probe / keepalive).
     Probe = 4,
+    /// Opens a handshake: carries the sender's nonce and a fresh echo value.
+    Hello = 5,
+    /// Answers a HELLO statelessly: echoes its value in `dst_token` and
+    /// carries the session token (a cookie) the initiator must use.
+    Challenge = 6,
 }
 
 impl PacketType {
@@ -67,6 +78,8 @@ impl PacketType {
             2 => Some(PacketType::Ack),
             3 => Some(PacketType::Reset),
             4 => Some(PacketType::Probe),
+            5 => Some(PacketType::Hello),
+            6 => Some(PacketType::Challenge),
             _ => None,
         }
     }
@@ -84,6 +97,10 @@ pub mod flags {
     /// retransmissions); PROBE: the sender waits for credit. The receiver
     /// schedules its zero-credit grants among the senders that set it.
     pub const MORE: u8 = 0x08;
+    /// Reserved for the optional per-packet MAC (a trailer after the
+    /// payload, keyed by a job key): not implemented in this version, so a
+    /// packet with it set is malformed.
+    pub const MAC: u8 = 0x80;
     /// Bits that are defined; the others must be zero.
     pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE;
 }
@@ -159,13 +176,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn payload_len(&self) -> u16 {
         be16(self.buffer.as_ref(), field::PAYLOAD_LEN)
     }
-    /// Sender's epoch.
-    pub fn src_epoch(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::SRC_EPOCH)
+    /// Sender's incarnation nonce.
+    pub fn src_nonce(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::SRC_NONCE)
     }
-    /// Epoch the sender believes the receiver has (0 = unknown).
-    pub fn dst_epoch(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::DST_EPOCH)
+    /// Session token the receiver checks (HELLO: 0; CHALLENGE: the HELLO's
+    /// echo value; RESET: the refused packet's token).
+    pub fn dst_token(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::DST_TOKEN)
     }
     /// Packet sequence number (DATA).
     pub fn psn(&self) -> u32 {
@@ -242,10 +260,10 @@ pub struct Repr {
     pub path: u8,
     /// Sender's main UDP port.
     pub src_port: u16,
-    /// Sender's epoch (never 0).
-    pub src_epoch: u32,
-    /// Receiver's epoch as the sender knows it (0 = unknown).
-    pub dst_epoch: u32,
+    /// Sender's incarnation nonce (never 0).
+    pub src_nonce: u64,
+    /// Session token (see `Packet::dst_token`).
+    pub dst_token: u64,
     /// Packet sequence number (DATA; 0 otherwise).
     pub psn: u32,
     /// Sender's lowest unacknowledged PSN (DATA; 0 otherwise).
@@ -265,17 +283,22 @@ impl Repr {
         }
         let ty = PacketType::from_u8(p.packet_type()).ok_or(WireError::BadType)?;
         let fl = p.flags();
-        if fl & !flags::KNOWN != 0 || p.src_epoch() == 0 {
+        if fl & !flags::KNOWN != 0 || p.src_nonce() == 0 {
             return Err(WireError::Malformed);
         }
         let plen = usize::from(p.payload_len());
-        let ok_len = match ty {
+        let ok = match ty {
             PacketType::Data => true,
             // An ACK's payload is extra SACK bitmap words (see `sack_words`).
             PacketType::Ack => plen % 8 == 0 && plen <= MAX_SACK_EXT_BYTES,
-            PacketType::Reset | PacketType::Probe => plen == 0,
+            PacketType::Probe => plen == 0,
+            // Session-less packets: no flags, no ack; a RESET and a
+            // CHALLENGE name a token, a HELLO has none yet.
+            PacketType::Reset => plen == 0 && fl == 0 && p.dst_token() != 0,
+            PacketType::Hello => plen == HANDSHAKE_LEN && fl == 0 && p.dst_token() == 0,
+            PacketType::Challenge => plen == HANDSHAKE_LEN && fl == 0 && p.dst_token() != 0,
         };
-        if !ok_len {
+        if !ok {
             return Err(WireError::Malformed);
         }
         if ty == PacketType::Ack && fl & flags::ACK_PRESENT == 0 {
@@ -298,8 +321,8 @@ impl Repr {
             flags: fl & !flags::ACK_PRESENT,
             path: p.path(),
             src_port: p.src_port(),
-            src_epoch: p.src_epoch(),
-            dst_epoch: p.dst_epoch(),
+            src_nonce: p.src_nonce(),
+            dst_token: p.dst_token(),
             psn: p.psn(),
             psn_floor: p.psn_floor(),
             ack,
@@ -329,8 +352,8 @@ impl Repr {
         b[field::PATH] = self.path;
         b[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
         b[field::PAYLOAD_LEN].copy_from_slice(&self.payload_len.to_be_bytes());
-        b[field::SRC_EPOCH].copy_from_slice(&self.src_epoch.to_be_bytes());
-        b[field::DST_EPOCH].copy_from_slice(&self.dst_epoch.to_be_bytes());
+        b[field::SRC_NONCE].copy_from_slice(&self.src_nonce.to_be_bytes());
+        b[field::DST_TOKEN].copy_from_slice(&self.dst_token.to_be_bytes());
         b[field::PSN].copy_from_slice(&self.psn.to_be_bytes());
         b[field::PSN_FLOOR].copy_from_slice(&self.psn_floor.to_be_bytes());
         b[field::ACK_CUM].copy_from_slice(&ack.cum.to_be_bytes());
@@ -339,6 +362,45 @@ impl Repr {
         b[field::CREDIT].copy_from_slice(&ack.credit.to_be_bytes());
         b[field::SACK_BASE].copy_from_slice(&ack.sack_base.to_be_bytes());
         b[field::SACK_BITS].copy_from_slice(&ack.sack_bits.to_be_bytes());
+        Ok(())
+    }
+}
+
+/// The payload of a HELLO or CHALLENGE (`HANDSHAKE_LEN` bytes, big-endian).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct HandshakeRepr {
+    /// HELLO: the echo value the CHALLENGE must return in `dst_token`
+    /// (fresh per attempt, never 0). CHALLENGE: the session token (cookie)
+    /// the initiator puts in `dst_token` from now on (never 0).
+    pub value: u64,
+    /// Feature bits the sender offers (0 in this version; a receiver ignores
+    /// bits it does not know, a feature is on when both sides set it). Bit 0
+    /// is reserved for the per-packet MAC with a job key.
+    pub caps: u64,
+}
+
+impl HandshakeRepr {
+    /// Parse the payload of a parsed HELLO / CHALLENGE; `Malformed` if the
+    /// length is wrong or `value` is 0. Never panics.
+    pub fn parse(payload: &[u8]) -> Result<HandshakeRepr, WireError> {
+        if payload.len() != HANDSHAKE_LEN {
+            return Err(WireError::Malformed);
+        }
+        let value = be64(payload, 0..8);
+        if value == 0 {
+            return Err(WireError::Malformed);
+        }
+        Ok(HandshakeRepr {
+            value,
+            caps: be64(payload, 8..16),
+        })
+    }
+
+    /// Write into `buf[..HANDSHAKE_LEN]`; `Truncated` if it is shorter.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<(), WireError> {
+        let b = buf.get_mut(..HANDSHAKE_LEN).ok_or(WireError::Truncated)?;
+        b[..8].copy_from_slice(&self.value.to_be_bytes());
+        b[8..].copy_from_slice(&self.caps.to_be_bytes());
         Ok(())
     }
 }

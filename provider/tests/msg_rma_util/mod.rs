@@ -142,10 +142,10 @@ pub fn content(seed: u64, len: usize) -> Vec<u8> {
 pub type Node = Engine<TBuf>;
 pub type Comp = Completion<TBuf>;
 
-pub fn engine(i: usize, epoch: u32) -> Node {
+pub fn engine(i: usize, nonce: u64) -> Node {
     let mut c = Config::new(EpMode::Rdm, addr(i));
     c.paths = 8;
-    c.epoch = epoch;
+    c.nonce = nonce;
     c.seed = 0xfeed ^ i as u64;
     c.unreachable_timeout = Duration::from_millis(100);
     Engine::new(c)
@@ -158,7 +158,7 @@ pub fn net(seed: u64, n: usize, loss: f64) -> Sim<Node> {
     spec.bandwidth = 1_250_000_000;
     spec.loss = loss;
     spec.dup = loss / 4.0;
-    let nodes = (0..n).map(|i| engine(i, 100 + i as u32)).collect();
+    let nodes = (0..n).map(|i| engine(i, 100 + i as u64)).collect();
     Sim::new(seed, nodes, vec![spec; 8])
 }
 
