@@ -191,6 +191,8 @@ pub unsafe extern "C" fn endpoint_open(
             directed_recv: (i.caps | rx.map_or(0, |r| r.caps)) & FI_DIRECTED_RECV != 0,
             caps: i.caps,
             auth_key,
+            tx_size: queue_size(tx.map_or(0, |t| t.size), true),
+            rx_size: queue_size(rx.map_or(0, |r| r.size), false),
         };
         let mut state = EpState::new(setup, socks);
         let rdm = ep_type == FI_EP_RDM;
@@ -232,6 +234,17 @@ pub unsafe extern "C" fn endpoint_open(
         unsafe { *ep = obj::into_c(obj) };
         0
     })
+}
+
+/// The queue size of an endpoint whose info asks for `asked` (0 = the
+/// default), at most what getinfo offers (`getinfo::queue_size`).
+fn queue_size(asked: usize, tx: bool) -> usize {
+    let most = crate::getinfo::queue_size(tx);
+    if asked == 0 {
+        most
+    } else {
+        asked.min(most)
+    }
 }
 
 /// `fi_endpoint2`: no flags supported.

@@ -5,7 +5,6 @@ use std::os::raw::{c_int, c_void};
 
 use crate::consts::*;
 use crate::ep::{self, with_state};
-use crate::getinfo::QUEUE_SIZE;
 use crate::{addr, guard, nosys, sys};
 
 /// The endpoint's `fi_ops_ep`.
@@ -16,8 +15,8 @@ pub static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
     setopt: Some(setopt),
     tx_ctx: Some(tx_ctx),
     rx_ctx: Some(rx_ctx),
-    rx_size_left: Some(size_left),
-    tx_size_left: Some(size_left),
+    rx_size_left: Some(rx_size_left),
+    tx_size_left: Some(tx_size_left),
 };
 
 /// The endpoint's `fi_ops_cm`.
@@ -115,8 +114,14 @@ unsafe extern "C" fn rx_ctx(
     err::ENOSYS
 }
 
-unsafe extern "C" fn size_left(ep: *mut sys::fid_ep) -> isize {
-    with_state(ep, |_| QUEUE_SIZE as isize)
+/// `fi_tx_size_left`: operations the transmit queue takes before `-FI_EAGAIN`.
+unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
+    with_state(ep, |st| st.room(true) as isize)
+}
+
+/// `fi_rx_size_left`: receives that may still be posted before `-FI_EAGAIN`.
+unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
+    with_state(ep, |st| st.room(false) as isize)
 }
 
 unsafe extern "C" fn getname(fid: sys::fid_t, out: *mut c_void, len: *mut usize) -> c_int {

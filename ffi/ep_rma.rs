@@ -68,6 +68,9 @@ impl EpState {
         if let Err(e) = self.check_source(&buf) {
             return e;
         }
+        if !self.make_room(true) {
+            return err::EAGAIN as isize;
+        }
         let fetch = matches!(
             kind,
             RmaKind::FetchAtomic { .. } | RmaKind::CompareAtomic { .. }

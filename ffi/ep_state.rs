@@ -46,6 +46,11 @@ pub struct EpSetup {
     pub caps: u64,
     /// Job key (see `auth::job_key`): every packet is authenticated with it.
     pub auth_key: Option<spray::config::AuthKey>,
+    /// Transmit queue size (`tx_attr->size`): sends, RMA and atomics posted
+    /// and not completed; past it posts return `-FI_EAGAIN`.
+    pub tx_size: usize,
+    /// Receive queue size (`rx_attr->size`): receives posted and not completed.
+    pub rx_size: usize,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -263,14 +268,18 @@ impl EpState {
         };
         let mut cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
         cfg.auth_key = self.setup.auth_key.clone();
+        cfg.max_tx_ops = self.setup.tx_size;
+        cfg.max_rx_ops = self.setup.rx_size;
         let place_round = cfg.ack_every as usize;
         log::info(&format!(
-            "endpoint {} ({:?}): {} paths, max datagram {} B, nonce {:#x}, {}",
+            "endpoint {} ({:?}): {} paths, max datagram {} B, nonce {:#x}, tx/rx queue {}/{}, {}",
             socks.local,
             mode,
             cfg.paths,
             cfg.max_datagram,
             cfg.nonce,
+            cfg.max_tx_ops,
+            cfg.max_rx_ops,
             if cfg.auth_key.is_some() {
                 "job key set: every packet carries a MAC, no direct placement"
             } else {
@@ -389,6 +398,9 @@ impl EpState {
         if let Err(e) = self.check_source(&buf) {
             return e;
         }
+        if !self.make_room(true) {
+            return err::EAGAIN as isize;
+        }
         let buf = if flags & FI_INJECT != 0 {
             match self.inject_copy(buf) {
                 Ok(b) => b,
@@ -469,6 +481,9 @@ impl EpState {
         if !check::addressable(&buf) {
             return err::EINVAL as isize;
         }
+        if flags & FI_PEEK == 0 && !self.make_room(false) {
+            return err::EAGAIN as isize;
+        }
         let rflags = RecvFlags {
             peek: flags & FI_PEEK != 0,
             claim: flags & FI_CLAIM != 0,
@@ -510,6 +525,28 @@ impl EpState {
             self.take_completions();
         }
         op_result(rc)
+    }
+
+    /// Operations the transmit (`tx`) or receive queue still takes.
+    pub fn room(&self, tx: bool) -> usize {
+        match (&self.run, tx) {
+            (Some(r), true) => r.engine.tx_room(),
+            (Some(r), false) => r.engine.rx_room(),
+            (None, true) => self.setup.tx_size,
+            (None, false) => self.setup.rx_size,
+        }
+    }
+
+    /// Is there room in the transmit (`tx`) or receive queue for one more
+    /// operation? When it is full, progress first (completions arrive with
+    /// acks and data): an application that only retries its post on
+    /// `-FI_EAGAIN`, without reading a CQ, still drains its queue.
+    pub(crate) fn make_room(&mut self, tx: bool) -> bool {
+        if self.room(tx) > 0 {
+            return true;
+        }
+        self.progress();
+        self.room(tx) > 0
     }
 
     /// Before the endpoint goes away: keep answering until the peers have been
@@ -717,13 +754,15 @@ impl EpState {
     /// Keep an inject copy for reuse.
     pub(crate) fn recycle(&mut self, buf: Option<FfiBuf>) {
         if let Some(FfiBuf::Owned(v)) = buf {
-            if self.inject_pool.len() < 256 && v.capacity() >= self.setup.inject_size {
+            if self.inject_pool.len() < 256 && v.capacity() <= self.setup.inject_size {
                 self.inject_pool.push(v);
             }
         }
     }
 
-    /// A private copy of `buf` (FI_INJECT), at most `inject_size` bytes.
+    /// A private copy of `buf` (FI_INJECT), at most `inject_size` bytes. As
+    /// long as the data: a full transmit queue of small injects then holds
+    /// their bytes, not `inject_size` each (16384 x 4 KiB).
     pub(crate) fn inject_copy(&mut self, buf: FfiBuf) -> Result<FfiBuf, Errno> {
         if buf.len() > self.setup.inject_size {
             return Err(err::EMSGSIZE as isize);
@@ -731,7 +770,8 @@ impl EpState {
         let mut v = self
             .inject_pool
             .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.setup.inject_size));
+            .unwrap_or_else(|| Vec::with_capacity(buf.len()));
+        v.clear();
         v.resize(buf.len(), 0);
         buf.read_at(0, &mut v);
         Ok(FfiBuf::Owned(v))
@@ -818,6 +858,8 @@ fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) 
     ) as u32;
     cfg.max_unexpected_bytes =
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
+    cfg.max_unexpected_msgs =
+        params::get_size("max_unexpected_msgs").unwrap_or(d.max_unexpected_msgs);
     cfg.eager_limit = params::get_size("eager_limit").unwrap_or(d.eager_limit);
     cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
     cfg.max_peers = params::int_or("max_peers", i64::from(d.max_peers), 1, 1 << 24) as u32;

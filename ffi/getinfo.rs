@@ -29,8 +29,18 @@ pub const RDM_CAPS: u64 = FI_MSG
 pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 /// Scatter-gather entries per operation.
 pub const IOV_LIMIT: usize = 4;
-/// Operations that may be outstanding per queue (advertised `size`).
+/// Operations that may be outstanding per queue by default (advertised `size`;
+/// `FI_SPRAY_TX_SIZE` / `FI_SPRAY_RX_SIZE` change it).
 pub const QUEUE_SIZE: usize = 16384;
+/// Largest queue size the parameters may set.
+pub const QUEUE_SIZE_MAX: usize = 1 << 20;
+
+/// The transmit (`tx`) or receive queue size endpoints get unless the
+/// application asks for less: operations posted and not completed.
+pub fn queue_size(tx: bool) -> usize {
+    let name = if tx { "tx_size" } else { "rx_size" };
+    crate::params::int_or(name, QUEUE_SIZE as i64, 1, QUEUE_SIZE_MAX as i64) as usize
+}
 /// Remote CQ data bytes.
 pub const CQ_DATA_SIZE: usize = 8;
 /// Op flags we understand on transmit.
@@ -86,6 +96,9 @@ struct Offer {
     resource_mgmt: u32,
     tx_op_flags: u64,
     rx_op_flags: u64,
+    /// Transmit / receive queue sizes, operations.
+    tx_size: usize,
+    rx_size: usize,
     src: SocketAddrV4,
     dest: Option<SocketAddrV4>,
     iface: Iface,
@@ -284,6 +297,8 @@ fn build_offers(
             resource_mgmt: FI_RM_ENABLED,
             tx_op_flags: 0,
             rx_op_flags: 0,
+            tx_size: queue_size(true),
+            rx_size: queue_size(false),
             src,
             dest,
             iface: chosen.clone(),
@@ -440,10 +455,15 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             || tx.comp_order & !FI_ORDER_NONE != 0
             || tx.inject_size > o.inject_size
             || tx.iov_limit > IOV_LIMIT
-            || tx.size > QUEUE_SIZE
+            || tx.size > o.tx_size
             || tx.rma_iov_limit > o.rma_iov_limit
         {
             return false;
+        }
+        // Asked for a smaller queue: that is the one it gets (as libfabric's
+        // utility providers answer), and what fi_endpoint then enforces.
+        if tx.size != 0 {
+            o.tx_size = tx.size;
         }
         if tx.op_flags & !TX_OP_FLAGS != 0 {
             return false;
@@ -457,10 +477,13 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             || rx.msg_order & !grantable != 0
             || rx.comp_order & !FI_ORDER_NONE != 0
             || rx.iov_limit > IOV_LIMIT
-            || rx.size > QUEUE_SIZE
+            || rx.size > o.rx_size
             || rx.total_buffered_recv > 0
         {
             return false;
+        }
+        if rx.size != 0 {
+            o.rx_size = rx.size;
         }
         if rx.op_flags & !RX_OP_FLAGS != 0 {
             return false;
@@ -571,7 +594,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     tx.msg_order = o.msg_order | o.tx_one_sided;
     tx.comp_order = FI_ORDER_NONE;
     tx.inject_size = o.inject_size;
-    tx.size = QUEUE_SIZE;
+    tx.size = o.tx_size;
     tx.iov_limit = IOV_LIMIT;
     tx.rma_iov_limit = o.rma_iov_limit;
     rx.caps = dir_caps & !TX_ONLY_CAPS;
@@ -580,7 +603,7 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     rx.msg_order = o.msg_order | o.rx_one_sided;
     rx.comp_order = FI_ORDER_NONE;
     rx.total_buffered_recv = 0;
-    rx.size = QUEUE_SIZE;
+    rx.size = o.rx_size;
     rx.iov_limit = IOV_LIMIT;
     ep.type_ = o.ep_type;
     ep.protocol = sys::FI_PROTO_UNSPEC;

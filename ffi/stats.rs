@@ -213,8 +213,9 @@ pub fn line(
     }
     let _ = write!(
         o,
-        "}},\"msg\":{{\"datagrams_sent\":{},\"bad\":{},\"stray\":{},\"held\":{},\"dropped\":{},\"keepalives\":{},\"unexpected\":{},\"unexpected_bytes\":{}",
-        m.datagrams_sent, m.bad, m.stray, m.held, m.dropped, m.keepalives, m.unexpected, m.unexpected_bytes
+        "}},\"msg\":{{\"datagrams_sent\":{},\"bad\":{},\"stray\":{},\"held\":{},\"dropped\":{},\"keepalives\":{},\"unexpected\":{},\"unexpected_bytes\":{},\"unexpected_peak\":{},\"credit_waits\":{},\"credit_withheld\":{}",
+        m.datagrams_sent, m.bad, m.stray, m.held, m.dropped, m.keepalives, m.unexpected, m.unexpected_bytes,
+        m.unexpected_peak, m.credit_waits, m.credit_withheld
     );
     o.push_str("},\"peers\":[");
     for (i, p) in peers.iter().enumerate() {

@@ -47,9 +47,14 @@ fn set_buf(fd: i32, force: libc::c_int, plain: libc::c_int, bytes: usize) {
     }
 }
 
-/// A non-blocking UDP socket bound to `at` (either family), and the address
-/// it got.
-fn udp_socket(at: SocketAddr, sockbuf: usize) -> io::Result<(OwnedFd, SocketAddr)> {
+/// SO_RCVBUF of the sending sockets (all but socket 0), bytes: nothing reads
+/// them, so a large buffer would only be kernel memory anyone can fill (the
+/// kernel doubles it and raises it to its minimum, about 4.5 KiB).
+const SEND_ONLY_RCVBUF: usize = 4096;
+
+/// A non-blocking UDP socket bound to `at` (either family), with `rcvbuf` /
+/// `sndbuf` bytes of kernel buffer, and the address it got.
+fn udp_socket(at: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<(OwnedFd, SocketAddr)> {
     let family = if at.is_ipv4() {
         libc::AF_INET
     } else {
@@ -68,8 +73,8 @@ fn udp_socket(at: SocketAddr, sockbuf: usize) -> io::Result<(OwnedFd, SocketAddr
     }
     // SAFETY: fd is a fresh descriptor we own.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    set_buf(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, sockbuf);
-    set_buf(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sockbuf);
+    set_buf(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcvbuf);
+    set_buf(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sndbuf);
     let sa = addr::CAddr::from(at);
     // SAFETY: binds our socket to a valid address of the stated length.
     if unsafe { libc::bind(fd, sa.as_ptr(), sa.len) } != 0 {
@@ -106,7 +111,7 @@ pub fn open(at: SocketAddr, search: bool, paths: usize, sockbuf: usize) -> Resul
     let mut last_err = None;
     for i in 0..tries {
         let port = at.port().wrapping_add(i);
-        match udp_socket(SocketAddr::new(at.ip(), port), sockbuf) {
+        match udp_socket(SocketAddr::new(at.ip(), port), sockbuf, sockbuf) {
             Ok(s) => {
                 first = Some(s);
                 break;
@@ -126,7 +131,7 @@ pub fn open(at: SocketAddr, search: bool, paths: usize, sockbuf: usize) -> Resul
     };
     let mut fds = vec![fd0];
     for _ in 1..paths {
-        match udp_socket(SocketAddr::new(at.ip(), 0), sockbuf) {
+        match udp_socket(SocketAddr::new(at.ip(), 0), SEND_ONLY_RCVBUF, sockbuf) {
             Ok((fd, _)) => fds.push(fd),
             Err(e) => return Err(-e.raw_os_error().unwrap_or(libc::EIO)),
         }

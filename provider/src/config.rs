@@ -108,6 +108,18 @@ pub struct Config {
     /// Most bytes of unexpected (not yet matched) message data held per endpoint;
     /// past it senders are held back (nothing is dropped).
     pub max_unexpected_bytes: usize,
+    /// Most unexpected (not yet matched) messages held per endpoint, counted
+    /// whatever their size (a rendezvous request holds a record too); past it
+    /// senders are held back (nothing is dropped). A sender's share towards
+    /// one peer is this / `msg::CREDIT_SHARES`.
+    pub max_unexpected_msgs: usize,
+    /// Most operations this endpoint initiated and has not completed (sends,
+    /// injects, RMA, atomics; libfabric's `tx_attr->size`): past it a post is
+    /// refused with `OpError::Again` until some complete. At least 1.
+    pub max_tx_ops: usize,
+    /// Most receives posted and not completed (libfabric's `rx_attr->size`);
+    /// past it a post is refused with `OpError::Again`. At least 1.
+    pub max_rx_ops: usize,
     /// Messages up to this size go eagerly; larger use rendezvous (message layer).
     pub eager_limit: usize,
     /// New data sent on one path in a row before the next path's turn (a
@@ -141,6 +153,9 @@ impl Config {
             rx_credit_packets: 64,
             unscheduled_packets: 1,
             max_unexpected_bytes: 64 << 20,
+            max_unexpected_msgs: 64 << 10,
+            max_tx_ops: 16 << 10,
+            max_rx_ops: 16 << 10,
             eager_limit: 64 << 10,
             max_peers: 1 << 16,
             peer_idle_timeout: Duration::from_secs(120),

@@ -271,6 +271,12 @@ impl<B: UserBuf> Engine<B> {
         self.msg.stats()
     }
 
+    /// Unexpected messages held now (unmatched, held back for send order or
+    /// claimed; rendezvous requests included) and their eager bytes.
+    pub fn unexpected(&self) -> (usize, usize) {
+        (self.msg.unexpected_msgs(), self.msg.unexpected_bytes())
+    }
+
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.srd.handle_timeout(now);
@@ -384,6 +390,17 @@ impl<B: UserBuf> Engine<B> {
     /// Initiated operations (sends, RMA, atomics) not completed yet.
     pub fn pending_initiated(&self) -> usize {
         self.msg.pending_initiated()
+    }
+
+    /// Sends, RMA and atomics `post_send` / `post_rma` still take before
+    /// `OpError::Again` (`Config::max_tx_ops` minus those not completed).
+    pub fn tx_room(&self) -> usize {
+        self.msg.tx_room()
+    }
+
+    /// Receives `post_recv` still takes before `OpError::Again`.
+    pub fn rx_room(&self) -> usize {
+        self.msg.rx_room()
     }
 
     /// The next finished operation.

@@ -1,8 +1,9 @@
-//! Keepalive: a peer that some started operation waits on (an RMA reply, the
-//! CTS of a rendezvous send) while nothing of ours is in flight to it gets an
-//! empty CREDIT now and then. A peer that died silently after acknowledging
-//! everything then shows up as a failed datagram (the SRD's unreachable
-//! timeout), and the operations waiting on it fail instead of hanging.
+//! Keepalive: a peer that some operation waits on (an RMA reply, the CTS of a
+//! rendezvous send, message credit for sends not started) while nothing of
+//! ours is in flight to it gets an empty CREDIT now and then. A peer that died
+//! silently after acknowledging everything then shows up as a failed datagram
+//! (the SRD's unreachable timeout), and the operations waiting on it fail
+//! instead of hanging.
 
 use super::peer::Ctrl;
 use super::send::{OutMsg, Proto};
@@ -19,9 +20,14 @@ fn awaits_cts<B>(m: &OutMsg<B>) -> bool {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// Peers that started operations wait on for a reply (RMA replies, CTS).
+    /// Peers that operations wait on for a reply (RMA replies, CTS) or for
+    /// message credit.
     pub fn waiting_peers(&self) -> Vec<PeerId> {
-        let mut wait: Vec<bool> = self.peers.iter().map(|st| st.rma.started > 0).collect();
+        let mut wait: Vec<bool> = self
+            .peers
+            .iter()
+            .map(|st| st.rma.started > 0 || self.waits_for_credit(st))
+            .collect();
         // One pass over the sends: those waiting for a CTS.
         let _ = self.outs.indices_where(|m| {
             if awaits_cts(m) {
@@ -45,10 +51,35 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
+    /// Does the next message to this peer wait for its message credit?
+    fn waits_for_credit(&self, st: &super::peer::PeerState) -> bool {
+        st.send_credit_msgs == 0
+            && st
+                .queue
+                .front()
+                .and_then(|&id| self.outs.get(id))
+                .is_some_and(|m| m.proto == Proto::Unstarted)
+    }
+
     /// A keepalive to `p` failed: `p` is gone (RMA ops to it failed already,
     /// see `rma_peer_lost`). Sends waiting for its CTS fail; if it may come back,
-    /// it is told to stop waiting for them (ABORT).
+    /// it is told to stop waiting for them (ABORT). Sends waiting for its
+    /// message credit fail too (they never started: nothing to abort); after a
+    /// restart they would instead go to the new incarnation.
     pub(crate) fn on_keepalive_failed(&mut self, p: PeerId, reason: FailReason) {
+        let stuck = reason == FailReason::Unreachable
+            && self
+                .peers
+                .get(p.0 as usize)
+                .is_some_and(|st| self.waits_for_credit(st));
+        if stuck {
+            let unstarted = self
+                .outs
+                .indices_where(|m| m.op.peer == p && m.proto == Proto::Unstarted);
+            for id in unstarted {
+                self.fail_send(id, CompError::PeerUnreachable);
+            }
+        }
         let waiting = self.outs.indices_where(|m| m.op.peer == p && awaits_cts(m));
         for id in waiting {
             let seq = self.outs.get(id).map(|m| m.seq);

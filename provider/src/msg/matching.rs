@@ -132,19 +132,15 @@ impl<B: UserBuf> MsgLayer<B> {
             let n = rec.total_bytes.min(cap).min(b.len());
             e.op.buf.write_at(base, &b[..n]);
         }
-        let (peer, seq, rndv, total, charged) = (
-            rec.peer,
-            rec.seq,
-            rec.rndv,
-            rec.total_bytes,
-            rec.charged_bytes,
-        );
-        rec.charged_bytes = 0;
+        let (peer, seq, rndv, total) = (rec.peer, rec.seq, rec.rndv, rec.total_bytes);
+        let (bytes, msgs) = self.settle(id);
         if rndv {
             self.rndv_placing += 1;
             // Ask only for the bytes that fit: truncated bytes never cross the network.
             let grant = total.min(cap);
-            rec.expect_bytes = grant;
+            if let Some(rec) = self.ins.get_mut(id) {
+                rec.expect_bytes = grant;
+            }
             self.push_ctrl(
                 peer,
                 Ctrl::Cts {
@@ -161,7 +157,7 @@ impl<B: UserBuf> MsgLayer<B> {
             self.posted_untagged.retain(|&x| x != rid);
             self.posted_tagged.retain(|&x| x != rid);
         }
-        self.owe_credit(peer, charged);
+        self.owe_credit(peer, bytes, msgs);
     }
 
     /// Post a receive (validated): peek / claim, or match the unexpected queue, or queue it.

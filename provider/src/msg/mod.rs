@@ -46,7 +46,8 @@ pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
 /// until `set_max_payload` or `pump` tells the real `max_payload` (only DGRAM mode's
 /// `max_msg_size` depends on it).
 pub const SRD_HEADER_RESERVE_BYTES: usize = crate::wire::srd::HEADER_LEN;
-/// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`.
+/// A sender's initial eager credit towards one peer is `max_unexpected_bytes / this`,
+/// its message credit `max_unexpected_msgs / this`.
 pub const CREDIT_SHARES: usize = 64;
 
 /// How many times an ABORT or CTS is sent before the peer is given up for dead.
@@ -71,6 +72,14 @@ pub struct MsgStats {
     pub unexpected: u64,
     /// Eager/medium bytes of those messages, each copied once more (through a bounce buffer).
     pub unexpected_bytes: u64,
+    /// Times a message waited to start because its peer had no message credit
+    /// left (that many of our messages sit unmatched there).
+    pub credit_waits: u64,
+    /// Times credit owed to senders was held back because this endpoint held
+    /// `max_unexpected_msgs` messages or `max_unexpected_bytes` bytes.
+    pub credit_withheld: u64,
+    /// Most unexpected messages held at once (see `MsgLayer::unexpected_msgs`).
+    pub unexpected_peak: u64,
 }
 
 /// Per-endpoint message-layer state.
@@ -80,6 +89,14 @@ pub struct MsgLayer<B: UserBuf> {
     max_unexpected_bytes: usize,
     init_credit_bytes: usize,
     credit_batch_bytes: usize,
+    max_unexpected_msgs: usize,
+    /// A sender's message credit towards us before any CREDIT (see `CREDIT_SHARES`).
+    init_credit_msgs: usize,
+    credit_batch_msgs: usize,
+    /// Most operations initiated and not completed (`Config::max_tx_ops`).
+    max_tx_ops: usize,
+    /// Most receives posted and not completed (`Config::max_rx_ops`).
+    max_rx_ops: usize,
     /// Last `max_payload` the datagram service reported, bytes.
     payload_max: usize,
     min_multi_recv: usize,
@@ -114,6 +131,12 @@ pub struct MsgLayer<B: UserBuf> {
     claimed: Vec<(u64, usize)>,
     unexp_bytes: usize,
     peak_unexp_bytes: usize,
+    /// Message records holding unexpected memory now (neither matched nor
+    /// discarded: unexpected, held back for send order, or claimed).
+    unexp_msgs: usize,
+    /// Some credit stayed owed because we held too much (`over_bound`): flush
+    /// it once we are below the bounds again.
+    credit_held_back: bool,
     bounce_pool: Vec<Vec<u8>>,
     comps: VecDeque<Completion<B>>,
     stats: MsgStats,
@@ -126,12 +149,20 @@ impl<B: UserBuf> MsgLayer<B> {
     /// (`cfg.mode` selects RDM or DGRAM semantics).
     pub fn new(cfg: &Config) -> Self {
         let init_credit = (cfg.max_unexpected_bytes / CREDIT_SHARES).max(1);
+        let init_msgs = (cfg.max_unexpected_msgs / CREDIT_SHARES).max(1);
         MsgLayer {
             mode: cfg.mode,
             eager_limit: cfg.eager_limit,
             max_unexpected_bytes: cfg.max_unexpected_bytes,
             init_credit_bytes: init_credit,
             credit_batch_bytes: (init_credit / 4).max(1),
+            max_unexpected_msgs: cfg.max_unexpected_msgs.max(1),
+            init_credit_msgs: init_msgs,
+            // Half the share: a message stream matched as it arrives (every
+            // ping-pong) costs one CREDIT per this many messages.
+            credit_batch_msgs: (init_msgs / 2).max(1),
+            max_tx_ops: cfg.max_tx_ops.max(1),
+            max_rx_ops: cfg.max_rx_ops.max(1),
             rndv_placing: 0,
             placed: false,
             last_rdata: None,
@@ -154,6 +185,8 @@ impl<B: UserBuf> MsgLayer<B> {
             claimed: Vec::new(),
             unexp_bytes: 0,
             peak_unexp_bytes: 0,
+            unexp_msgs: 0,
+            credit_held_back: false,
             bounce_pool: Vec::new(),
             comps: VecDeque::new(),
             stats: MsgStats::default(),
@@ -170,9 +203,13 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
+    /// `Again` while `max_tx_ops` operations are not completed.
     pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
         if op.buf.len() > self.max_msg_size() {
             return Err(OpError::TooLarge);
+        }
+        if self.tx_room() == 0 {
+            return Err(OpError::Again);
         }
         self.enqueue_send(op);
         Ok(())
@@ -182,8 +219,13 @@ impl<B: UserBuf> MsgLayer<B> {
     /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
     /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
     /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
-    /// `Invalid` for an op/datatype pair `atomic_valid` refuses.
+    /// `Invalid` for an op/datatype pair `atomic_valid` refuses; `Again` while
+    /// `max_tx_ops` operations are not completed (they share the transmit queue
+    /// with sends).
     pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        if self.tx_room() == 0 && self.mode == EpMode::Rdm {
+            return Err(OpError::Again);
+        }
         self.rma_post(op)
     }
 
@@ -199,13 +241,18 @@ impl<B: UserBuf> MsgLayer<B> {
         self.rma_max_atomic_count(dt.size(), compare)
     }
 
-    /// Post a receive; it may match an unexpected message at once.
+    /// Post a receive; it may match an unexpected message at once. `Again` while
+    /// `max_rx_ops` receives are posted and not completed (a peek, which
+    /// completes at once, is always taken).
     pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
         let f = op.flags;
         if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
             || (f.discard && !f.peek && !f.claim)
         {
             return Err(OpError::Invalid);
+        }
+        if !f.peek && self.rx_room() == 0 {
+            return Err(OpError::Again);
         }
         self.post_recv_impl(op);
         Ok(())
@@ -356,6 +403,14 @@ impl<B: UserBuf> MsgLayer<B> {
                     self.on_cts_failed(peer, token, reason);
                 } else if token & keepalive::TOKEN_KEEPALIVE != 0 {
                     self.on_keepalive_failed(peer, reason);
+                } else if token & peer::TOKEN_CREDIT != 0 && reason == FailReason::Unreachable {
+                    // Credit lost with it would hold the peer's later messages
+                    // back for good: send it again (a few times, as an ABORT).
+                    let tries = ((token >> 32) as u8).saturating_add(1);
+                    if tries < MAX_ABORT_TRIES {
+                        let bytes = token & 0xFFFF_FFFF;
+                        self.push_ctrl(peer, peer::Ctrl::Credit { bytes, tries });
+                    }
                 } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
                     // The peer must learn of the abort or it waits for that message
                     // forever; the SRD keeps the peer after an unreachable episode, so
@@ -416,6 +471,29 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Most unexpected bytes ever held at once.
     pub fn peak_unexpected_bytes(&self) -> usize {
         self.peak_unexp_bytes
+    }
+
+    /// Unexpected messages held now (unmatched, held back for send order, or
+    /// claimed; rendezvous requests included).
+    pub fn unexpected_msgs(&self) -> usize {
+        self.unexp_msgs
+    }
+
+    /// Most unexpected messages ever held at once.
+    pub fn peak_unexpected_msgs(&self) -> usize {
+        self.stats.unexpected_peak as usize
+    }
+
+    /// Operations `post_send` / `post_rma` would still take now (`max_tx_ops`
+    /// minus those not completed).
+    pub fn tx_room(&self) -> usize {
+        self.max_tx_ops.saturating_sub(self.pending_initiated())
+    }
+
+    /// Receives `post_recv` would still take now (`max_rx_ops` minus those
+    /// posted and not completed).
+    pub fn rx_room(&self) -> usize {
+        self.max_rx_ops.saturating_sub(self.recvs.len())
     }
 
     /// Operations in flight: queued or unfinished sends, posted receives, incoming records.

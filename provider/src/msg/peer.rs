@@ -4,15 +4,23 @@ use std::collections::VecDeque;
 
 use super::MsgLayer;
 use crate::buf::UserBuf;
+use crate::config::EpMode;
 use crate::dgram::PeerId;
+
+/// Token bit (with `TOKEN_CTRL`) marking a CREDIT; its try count is in bits
+/// 32..40 and the bytes it returned (up to 2^32 - 1) in bits 0..32, so that a
+/// lost one can be sent again.
+pub(crate) const TOKEN_CREDIT: u64 = 1 << 56;
 
 /// A control message waiting to go to a peer (sent before data, header only).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ctrl {
     /// Rendezvous clear-to-send for the peer's message `seq`: send `grant` bytes.
     Cts { seq: u32, grant: u64, tries: u8 },
-    /// Return `bytes` of eager credit.
-    Credit { bytes: u64 },
+    /// Return `bytes` of eager credit, and announce how many of the peer's
+    /// messages we have credited in all (`PeerState::credited_msgs`, read when
+    /// it leaves). `tries` counts earlier sends of it that failed.
+    Credit { bytes: u64, tries: u8 },
     /// Our message `seq` failed: the peer must stop waiting for it. `tries` counts
     /// earlier attempts that failed too.
     Abort { seq: u32, tries: u8 },
@@ -36,6 +44,21 @@ pub(crate) struct PeerState {
     pub send_credit_bytes: usize,
     /// Eager bytes the peer sent us that left unexpected memory, not yet credited back.
     pub credit_owed_bytes: usize,
+    /// Messages we may still start towards this peer; at 0 the next one waits
+    /// for a CREDIT (that many of ours are unmatched there).
+    pub send_credit_msgs: usize,
+    /// The peer's count of our messages it credited in all (from its last
+    /// CREDIT; wrapping): a CREDIT raises `send_credit_msgs` by the difference,
+    /// so a lost or reordered one is made good by any later one.
+    pub credit_seen_msgs: u32,
+    /// The peer's messages that left unexpected memory, not yet credited back.
+    pub credit_owed_msgs: usize,
+    /// The peer's messages that spent its message credit and that we have not
+    /// credited back (held or owed): the peer's own view of what it used. At
+    /// the full share the peer cannot send: whatever is owed goes at once.
+    pub uncredited_msgs: usize,
+    /// The peer's messages credited back in all (wrapping): what our CREDITs carry.
+    pub credited_msgs: u32,
     /// Sequence number of the last message we sent an ABORT for.
     pub last_abort_seq: Option<u32>,
     /// One-sided operations with this peer (own id space, not ordered with messages).
@@ -43,7 +66,7 @@ pub(crate) struct PeerState {
 }
 
 impl PeerState {
-    pub(crate) fn new(credit_bytes: usize) -> Self {
+    pub(crate) fn new(credit_bytes: usize, credit_msgs: usize) -> Self {
         PeerState {
             next_send_seq: 0,
             next_match_seq: 0,
@@ -52,6 +75,11 @@ impl PeerState {
             in_ready: false,
             send_credit_bytes: credit_bytes,
             credit_owed_bytes: 0,
+            send_credit_msgs: credit_msgs,
+            credit_seen_msgs: 0,
+            credit_owed_msgs: 0,
+            uncredited_msgs: 0,
+            credited_msgs: 0,
             last_abort_seq: None,
             rma: Default::default(),
         }
@@ -67,8 +95,8 @@ impl<B: UserBuf> MsgLayer<B> {
     pub(crate) fn peer_mut(&mut self, peer: PeerId) -> &mut PeerState {
         let i = peer.0 as usize;
         if self.peers.len() <= i {
-            let c = self.init_credit_bytes;
-            self.peers.resize_with(i + 1, || PeerState::new(c));
+            let (c, m) = (self.init_credit_bytes, self.init_credit_msgs);
+            self.peers.resize_with(i + 1, || PeerState::new(c, m));
         }
         &mut self.peers[i]
     }
@@ -88,17 +116,103 @@ impl<B: UserBuf> MsgLayer<B> {
         self.wake(peer);
     }
 
-    /// Note `bytes` of the peer's eager data left unexpected memory; credit them back in batches.
-    pub(crate) fn owe_credit(&mut self, peer: PeerId, bytes: usize) {
-        if bytes == 0 {
+    /// Note that `bytes` of the peer's eager data and `msgs` of its messages
+    /// left unexpected memory; credit them back in batches (a quarter of the
+    /// initial byte credit, half the message credit), unless this endpoint
+    /// holds too much right now.
+    pub(crate) fn owe_credit(&mut self, peer: PeerId, bytes: usize, msgs: usize) {
+        if self.mode != EpMode::Rdm {
             return;
         }
-        let batch = self.credit_batch_bytes;
-        let st = self.peer_mut(peer);
-        st.credit_owed_bytes += bytes;
-        if st.credit_owed_bytes >= batch {
-            let b = core::mem::take(&mut st.credit_owed_bytes);
-            self.push_ctrl(peer, Ctrl::Credit { bytes: b as u64 });
+        if bytes > 0 || msgs > 0 {
+            let st = self.peer_mut(peer);
+            st.credit_owed_bytes += bytes;
+            st.credit_owed_msgs += msgs;
+            if self.over_bound() {
+                // Past a bound (more senders than CREDIT_SHARES flooding us at
+                // once): no sender gets credit back until the application has
+                // taken messages off; they wait, nothing is dropped.
+                if !self.credit_held_back {
+                    self.stats.credit_withheld += 1;
+                }
+                self.credit_held_back = true;
+                return;
+            }
+            self.flush_credit(peer, false);
         }
+        self.release_held_credit();
+    }
+
+    /// Does this endpoint hold as many unexpected messages or bytes as it may?
+    pub(crate) fn over_bound(&self) -> bool {
+        self.unexp_msgs >= self.max_unexpected_msgs || self.unexp_bytes >= self.max_unexpected_bytes
+    }
+
+    /// A message of `peer` that spent one of its message credits arrived (or
+    /// was aborted before anything of it came). If that was its last credit,
+    /// credit owed below a batch goes now: the peer waits for it.
+    pub(crate) fn charge_msg(&mut self, peer: PeerId) {
+        let st = self.peer_mut(peer);
+        st.uncredited_msgs += 1;
+        if st.credit_owed_msgs > 0 && !self.over_bound() {
+            self.flush_credit(peer, false);
+        }
+    }
+
+    /// Send `peer` the credit it is owed, once a batch has gathered, or any
+    /// message credit once the peer has none left (it waits: its unreceived
+    /// messages may be fewer than its share, a batch short of what it
+    /// would take to reach one), or any amount with `all`.
+    fn flush_credit(&mut self, peer: PeerId, all: bool) {
+        let (bb, bm, share) = (
+            self.credit_batch_bytes,
+            self.credit_batch_msgs,
+            self.init_credit_msgs,
+        );
+        let st = self.peer_mut(peer);
+        let owed = st.credit_owed_bytes + st.credit_owed_msgs > 0;
+        let starved = st.credit_owed_msgs > 0 && st.uncredited_msgs >= share;
+        let due =
+            st.credit_owed_bytes >= bb || st.credit_owed_msgs >= bm || starved || (all && owed);
+        if !due {
+            return;
+        }
+        let b = core::mem::take(&mut st.credit_owed_bytes);
+        let m = core::mem::take(&mut st.credit_owed_msgs);
+        st.uncredited_msgs = st.uncredited_msgs.saturating_sub(m);
+        st.credited_msgs = st.credited_msgs.wrapping_add(m as u32);
+        self.push_ctrl(
+            peer,
+            Ctrl::Credit {
+                bytes: b as u64,
+                tries: 0,
+            },
+        );
+    }
+
+    /// Back under the bounds after credit was held back: every peer gets what
+    /// it is owed (rare: only with more senders flooding than `CREDIT_SHARES`).
+    pub(crate) fn release_held_credit(&mut self) {
+        if !self.credit_held_back || self.over_bound() {
+            return;
+        }
+        self.credit_held_back = false;
+        for i in 0..self.peers.len() {
+            self.flush_credit(PeerId(i as u32), true);
+        }
+    }
+
+    /// A CREDIT from `peer`: `bytes` of eager credit back, and `credited` of
+    /// our messages credited in all.
+    pub(crate) fn on_credit(&mut self, peer: PeerId, bytes: usize, credited: u32) {
+        let st = self.peer_mut(peer);
+        st.send_credit_bytes = st.send_credit_bytes.saturating_add(bytes);
+        let more = credited.wrapping_sub(st.credit_seen_msgs);
+        if more != 0 && more < 1 << 31 {
+            st.credit_seen_msgs = credited;
+            st.send_credit_msgs = st.send_credit_msgs.saturating_add(more as usize);
+        }
+        // Messages waiting for credit may start now.
+        self.wake(peer);
     }
 }

@@ -46,6 +46,11 @@ pub(crate) struct InRec {
     pub ready: bool,
     /// Eager credit to return to the sender once the data left unexpected memory, bytes.
     pub charged_bytes: usize,
+    /// One message credit to return to the sender once it left unexpected
+    /// memory (false once returned, and for records of a past incarnation).
+    pub charged_msg: bool,
+    /// Counted in `unexp_msgs`: neither matched nor discarded nor aborted yet.
+    pub counted: bool,
     /// The sender aborted it (ABORT): skipped, never matched, when its turn comes.
     pub aborted: bool,
 }
@@ -96,10 +101,7 @@ impl<B: UserBuf> MsgLayer<B> {
             },
             MsgType::Cts => self.on_cts(peer, repr.seq, repr.total),
             MsgType::Abort => self.on_abort(peer, repr.seq),
-            MsgType::Credit => {
-                let st = self.peer_mut(peer);
-                st.send_credit_bytes = st.send_credit_bytes.saturating_add(total);
-            }
+            MsgType::Credit => self.on_credit(peer, total, repr.seq),
             _ => self.rma_on_payload(peer, &repr, data),
         }
     }
@@ -151,8 +153,12 @@ impl<B: UserBuf> MsgLayer<B> {
             in_map: !whole_next,
             ready: false,
             charged_bytes: if rndv { 0 } else { total },
+            charged_msg: true,
+            counted: true,
             aborted: false,
         });
+        self.count_msg();
+        self.charge_msg(peer);
         if whole_next {
             self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
             self.enter_matching(id);
@@ -215,19 +221,19 @@ impl<B: UserBuf> MsgLayer<B> {
     /// make sure later messages of the peer are not held back behind it.
     fn on_abort(&mut self, peer: PeerId, seq: u32) {
         if let Some(&id) = self.in_map.get(&(peer.0, seq)) {
-            let Some(r) = self.ins.get_mut(id) else {
+            let Some(ready) = self.ins.get(id).map(|r| r.ready) else {
                 return;
             };
-            let charged = core::mem::take(&mut r.charged_bytes);
-            if r.ready {
+            let (bytes, msgs) = self.settle(id);
+            if ready {
                 self.fail_rec(id);
-            } else {
+            } else if let Some(r) = self.ins.get_mut(id) {
                 r.aborted = true;
                 if let Some(b) = r.bounce.take() {
                     self.free_bounce(b);
                 }
             }
-            self.owe_credit(peer, charged);
+            self.owe_credit(peer, bytes, msgs);
             return;
         }
         let next = self.peer_mut(peer).next_match_seq;
@@ -236,6 +242,9 @@ impl<B: UserBuf> MsgLayer<B> {
             self.stats.stray += 1;
             return;
         }
+        // Nothing of it ever came, but the sender spent a message credit on it.
+        self.charge_msg(peer);
+        self.owe_credit(peer, 0, 1);
         if seq == next {
             self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
             self.release_in_order(peer);
@@ -257,16 +266,41 @@ impl<B: UserBuf> MsgLayer<B> {
             in_map: true,
             ready: false,
             charged_bytes: 0,
+            charged_msg: false,
+            counted: false,
             aborted: true,
         });
         self.in_map.insert((peer.0, seq), id);
+    }
+
+    /// One more message record holds unexpected memory.
+    fn count_msg(&mut self) {
+        self.unexp_msgs += 1;
+        let n = self.unexp_msgs as u64;
+        self.stats.unexpected_peak = self.stats.unexpected_peak.max(n);
+    }
+
+    /// Record `id` stops holding unexpected memory (matched, discarded,
+    /// aborted, removed): returns the credit it carried, (bytes, messages), for
+    /// the caller to return to its sender.
+    pub(crate) fn settle(&mut self, id: usize) -> (usize, usize) {
+        let Some(r) = self.ins.get_mut(id) else {
+            return (0, 0);
+        };
+        let bytes = core::mem::take(&mut r.charged_bytes);
+        let msgs = usize::from(core::mem::take(&mut r.charged_msg));
+        if core::mem::take(&mut r.counted) {
+            self.unexp_msgs = self.unexp_msgs.saturating_sub(1);
+        }
+        (bytes, msgs)
     }
 
     /// A DGRAM-mode datagram: one whole message, matched in arrival order.
     fn dgram_in(&mut self, peer: PeerId, repr: &Repr, data: &[u8]) {
         let total = data.len();
         if self.find_posted(peer, repr.tag).is_none()
-            && self.unexp_bytes.saturating_add(total) > self.max_unexpected_bytes
+            && (self.unexp_bytes.saturating_add(total) > self.max_unexpected_bytes
+                || self.unexp_msgs >= self.max_unexpected_msgs)
         {
             // DGRAM endpoints may drop what nobody receives; memory stays bounded.
             self.stats.dropped += 1;
@@ -287,8 +321,11 @@ impl<B: UserBuf> MsgLayer<B> {
             in_map: false,
             ready: false,
             charged_bytes: 0,
+            charged_msg: false,
+            counted: true,
             aborted: false,
         });
+        self.count_msg();
         self.enter_matching(id);
         self.place(id, 0, data);
     }
@@ -407,6 +444,9 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Take record `id` out of every index (map, unexpected queues) and free its bounce buffer.
     pub(crate) fn remove_rec(&mut self, id: usize) -> Option<InRec> {
+        // Whatever credit it still carried is not returned: its sender is gone
+        // or restarted (its new incarnation starts with fresh credit).
+        let _ = self.settle(id);
         let mut rec = self.ins.remove(id)?;
         if rec.rndv && matches!(rec.target, Target::Recv { .. }) {
             self.rndv_placing -= 1;
@@ -423,6 +463,7 @@ impl<B: UserBuf> MsgLayer<B> {
         if let Some(b) = rec.bounce.take() {
             self.free_bounce(b);
         }
+        self.release_held_credit();
         Some(rec)
     }
 
@@ -485,6 +526,10 @@ impl<B: UserBuf> MsgLayer<B> {
                 }
                 if let Some(r) = self.ins.get_mut(id) {
                     r.in_map = false;
+                    // Still held, but the peer's new incarnation starts with
+                    // fresh credit: returning this would give it more.
+                    r.charged_bytes = 0;
+                    r.charged_msg = false;
                 }
             } else {
                 self.fail_rec(id);
@@ -530,12 +575,13 @@ impl<B: UserBuf> MsgLayer<B> {
             self.rndv_placing -= 1;
         }
         rec.target = Target::Discard;
-        let (peer, seq, rndv, charged) = (rec.peer, rec.seq, rec.rndv, rec.charged_bytes);
-        rec.charged_bytes = 0;
+        let (peer, seq, rndv) = (rec.peer, rec.seq, rec.rndv);
         if rndv {
             rec.expect_bytes = 0;
         }
-        if let Some(b) = rec.bounce.take() {
+        let bounce = rec.bounce.take();
+        let (bytes, msgs) = self.settle(id);
+        if let Some(b) = bounce {
             self.free_bounce(b);
         }
         if rndv {
@@ -548,7 +594,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 },
             );
         }
-        self.owe_credit(peer, charged);
+        self.owe_credit(peer, bytes, msgs);
         self.check_done(id);
     }
 }

@@ -2,7 +2,7 @@
 //! round-robin pacing over peers, and send completions (handed down or acked).
 
 use super::op::{CompError, SendOp};
-use super::peer::Ctrl;
+use super::peer::{Ctrl, TOKEN_CREDIT};
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
@@ -66,6 +66,9 @@ pub(crate) enum Step {
     Sent,
     Blocked,
     Idle,
+    /// The next message may not start before the peer returns message credit:
+    /// the peer leaves the ring until a CREDIT (or other work) wakes it.
+    Parked,
 }
 
 impl<B: UserBuf> MsgLayer<B> {
@@ -119,6 +122,7 @@ impl<B: UserBuf> MsgLayer<B> {
             }
             match self.send_one(p, dg) {
                 Step::Blocked => blocked.push(p),
+                Step::Parked => self.peer_mut(p).in_ready = false,
                 Step::Sent | Step::Idle => {
                     if self.peer_mut(p).has_work() {
                         self.ready.push_back(p);
@@ -138,6 +142,9 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Hand one datagram of `p`'s work to `dg`.
     fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
         if let Some(&c) = self.peer_mut(p).ctrl.front() {
+            // Every CREDIT (and keepalive) carries how many of the peer's
+            // messages we credited in all, so a lost one is made good by the next.
+            let credited = self.peer_mut(p).credited_msgs;
             let (repr, token) = match c {
                 Ctrl::Cts { seq, grant, tries } => (
                     Repr {
@@ -165,21 +172,21 @@ impl<B: UserBuf> MsgLayer<B> {
                     },
                     TOKEN_CTRL | TOKEN_ABORT | (tries as u64) << 32 | seq as u64,
                 ),
-                Ctrl::Credit { bytes } => (
+                Ctrl::Credit { bytes, tries } => (
                     Repr {
                         ty: MsgType::Credit,
-                        seq: 0,
+                        seq: credited,
                         total: bytes,
                         offset: 0,
                         tag: None,
                         data: None,
                     },
-                    TOKEN_CTRL,
+                    TOKEN_CTRL | TOKEN_CREDIT | (tries as u64) << 32 | bytes.min(0xFFFF_FFFF),
                 ),
                 Ctrl::Keepalive => (
                     Repr {
                         ty: MsgType::Credit,
-                        seq: 0,
+                        seq: credited,
                         total: 0,
                         offset: 0,
                         tag: None,
@@ -215,6 +222,13 @@ impl<B: UserBuf> MsgLayer<B> {
             return Step::Idle;
         }
         if m.proto == Proto::Unstarted {
+            if self.mode == EpMode::Rdm && self.peer_mut(p).send_credit_msgs == 0 {
+                // As many of our messages as the peer granted are unmatched
+                // there: this one waits (it stays cancellable) rather than
+                // growing the peer's unexpected memory.
+                self.stats.credit_waits += 1;
+                return Step::Parked;
+            }
             self.start_send(id, p);
         }
         let Some(m) = self.outs.get_mut(id) else {
@@ -319,6 +333,11 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         let st = self.peer_mut(p);
         let seq = st.next_send_seq;
+        if mode == EpMode::Rdm {
+            // One message credit per message, whatever its protocol: a
+            // rendezvous request takes a record at the receiver too.
+            st.send_credit_msgs = st.send_credit_msgs.saturating_sub(1);
+        }
         let proto = if mode == EpMode::Dgram {
             Proto::Data
         } else if total <= eager_limit && total <= st.send_credit_bytes {
@@ -356,7 +375,18 @@ impl<B: UserBuf> MsgLayer<B> {
             m.handed_all = true;
             self.maybe_complete_send(id);
         } else {
-            self.peer_mut(p).queue.push_back(id);
+            // Behind the messages already started, ahead of those not started
+            // yet: these may wait for message credit, and the receive this
+            // data completes may be what lets the peer's application take
+            // messages and return that credit.
+            let outs = &self.outs;
+            let at = self.peers.get(p.0 as usize).map_or(0, |st| {
+                st.queue
+                    .iter()
+                    .position(|&x| outs.get(x).is_some_and(|m| m.proto == Proto::Unstarted))
+                    .unwrap_or(st.queue.len())
+            });
+            self.peer_mut(p).queue.insert(at, id);
             self.wake(p);
         }
     }
@@ -456,12 +486,17 @@ impl<B: UserBuf> MsgLayer<B> {
         for id in started {
             self.fail_send(id, CompError::PeerUnreachable);
         }
-        let c = self.init_credit_bytes;
+        let (c, m) = (self.init_credit_bytes, self.init_credit_msgs);
         let st = self.peer_mut(p);
         st.next_send_seq = 0;
         st.ctrl.clear();
         st.send_credit_bytes = c;
         st.credit_owed_bytes = 0;
+        st.send_credit_msgs = m;
+        st.credit_seen_msgs = 0;
+        st.credit_owed_msgs = 0;
+        st.uncredited_msgs = 0;
+        st.credited_msgs = 0;
         st.last_abort_seq = None;
     }
 }
