@@ -222,9 +222,6 @@ fn every_primary_cap_combination() {
 
 const STRICT: u64 = sys::FI_ORDER_STRICT as u64;
 const DATA: u64 = sys::FI_ORDER_DATA as u64;
-const RAW: u64 = bits!(FI_ORDER_RAW | FI_ORDER_RMA_RAW | FI_ORDER_ATOMIC_RAW);
-const WAR: u64 = bits!(FI_ORDER_WAR | FI_ORDER_RMA_WAR | FI_ORDER_ATOMIC_WAR);
-const WAW: u64 = bits!(FI_ORDER_WAW | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_WAW);
 
 /// Every `max_order_*_size` is 0: an ordering between writes and reads is
 /// echoed as asked but holds for no size (fi_endpoint(3)), which is what an
