@@ -19,19 +19,20 @@
 #        non-zero status, and leave no process behind
 #   -n   runs per combination (default 1)
 # A run PASSes when the launcher exits non-zero within the bound and no process of the
-# job is left: none in the launch's session (it runs under setsid) and, across hosts,
-# none in any host's namespace (only these harnesses start processes there). What is
-# left is killed by pid and reported. Measured per run: `end` = seconds from the death
+# job is left LEFT_GRACE_S after the launcher's exit: none in the launch's session (it
+# runs under setsid) and, across hosts, none in any host's namespace (only these
+# harnesses start processes there). What is left is killed by pid and reported. Measured per run: `end` = seconds from the death
 # to the launcher's exit, `ranks` = to the moment no survivor's rank process was left,
 # `err` = to the first "operation failed" line a survivor printed (`-` if the launcher
 # killed them first). Logs: mpi-tests/logs/rankdeath-<mpi>-<prov>-<mode>[-hN]-<run>.log.
 # env: FI_SPRAY_UNREACHABLE_TIMEOUT_MS (and every FI_SPRAY_*) reach the ranks;
-#      LAUNCH_TIMEOUT (s, default 120), PROVDIR, SPRAY_HOSTS_PREFIX, RANKDEATH_ARGS
+#      LAUNCH_TIMEOUT (s, default 120), LEFT_GRACE_S (s a process may take to go once the
+#      launcher has exited, default 5), PROVDIR, SPRAY_HOSTS_PREFIX, RANKDEATH_ARGS
 #      (extra program options, e.g. "-l 65536").
 # Exit status: 0 if every run passed, 1 if one failed, 2 if nothing could run (an MPI,
 # the provider or the hosts missing; the reasons are printed with "cannot run").
 set -u
-LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-120}
+LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-120} LEFT_GRACE_S=${LEFT_GRACE_S:-5}
 # shellcheck source=mpi-tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 # Intel MPI asks for one-sided orderings that spray refuses since its attribute rules
@@ -51,7 +52,7 @@ while getopts "H:Um:b:n:" o; do
 done
 shift $((OPTIND - 1))
 if [ $# -ne 2 ]; then
-    sed -n '2,31p' "$0"
+    sed -n '2,/^set -u/p' "$0" | grep '^#'
     exit 2
 fi
 read -ra MPIS <<<"$1"
@@ -117,6 +118,16 @@ rank_pids() {
             [ "$(cat "/proc/$p/comm" 2>/dev/null)" = rankdeath ] && echo "$p"
         done
     done
+}
+
+# job_pids -> pids of the launch still alive: its session and, across hosts, everything in
+# the hosts' namespaces (only these harnesses start processes there)
+job_pids() {
+    local i
+    {
+        pgrep -s "$lpid" 2>/dev/null
+        for i in $(seq 0 $((MPI_HOSTS - 1))); do ip netns pids "$(bash "$HOSTS_SH" ns "$i")" 2>/dev/null; done
+    } | sort -un | xargs
 }
 
 # link_restore I: host I's interface up again, with the default route the down removed
@@ -185,23 +196,26 @@ for mpi in "${MPIS[@]}"; do
                     fi
                     sleep 0.1
                 done
-                wait "$lpid"
+                { wait "$lpid"; } 2>/dev/null # no "Killed" notice from bash
                 rc=$?
                 t_end=$(now)
                 [ -z "$t_ranks" ] && t_ranks=$t_end
                 [ "$mode" = kill ] && [ -e "$TMP/killed" ] &&
                     t_death=$(awk '{ printf "%.9f", $1 / 1e9 }' "$TMP/killed")
-                # anything of the job still alive: in its session, and in the hosts
-                left=$(pgrep -s "$lpid" 2>/dev/null | tr '\n' ' ')
-                if [ -n "${left// /}" ]; then
-                    # shellcheck disable=SC2086 # a list of pids
+                # anything of the job still alive (in its session, and in the hosts) once
+                # LEFT_GRACE_S have passed: a remote daemon may still be on its way out
+                left=""
+                for _ in $(seq 1 $((LEFT_GRACE_S * 10))); do
+                    left=$(job_pids)
+                    [ -z "$left" ] && break
+                    sleep 0.1
+                done
+                if [ -n "$left" ]; then
+                    names=$(for p in $left; do echo "$p:$(cat "/proc/$p/comm" 2>/dev/null)"; done | xargs)
+                    # shellcheck disable=SC2086 # a list of pids, all of this launch
                     kill -KILL $left 2>/dev/null
+                    left=$names
                 fi
-                if [ "$MPI_HOSTS" -gt 0 ]; then
-                    hl=$(hosts_reap "$MPI_HOSTS")
-                    left+=$hl
-                fi
-                left=$(echo "$left" | xargs)
                 [ "$downed" = 1 ] && link_restore "$victim_host"
                 # the survivors' first error line (earliest t_ns)
                 t_err=$(grep -ao 'RANKDEATH error rank [0-9]* iter [0-9]* op [A-Za-z]* t_ns [0-9]*' "$log" |
@@ -216,6 +230,8 @@ for mpi in "${MPIS[@]}"; do
                     verdict=FAIL why="wrong contents: $(grep -am1 'RANKDEATH FAIL' "$log")"
                 elif awk -v t="$(secs "$t_start" "$t_end")" -v l="$LAUNCH_TIMEOUT" 'BEGIN { exit !(t >= l) }'; then
                     verdict=FAIL why="hung until the launcher's timeout (${LAUNCH_TIMEOUT}s)"
+                    [ "$t_ranks" = "$t_end" ] ||
+                        why="the survivors' ranks were gone after ${ranks}s, but the launcher hung until its timeout (${LAUNCH_TIMEOUT}s)"
                 elif awk -v e="$end" -v b="$BOUND" 'BEGIN { exit !(e > b) }'; then
                     verdict=FAIL why="ended ${end}s after the death, bound ${BOUND}s"
                 elif [ -n "$left" ]; then
