@@ -24,7 +24,9 @@
 # harnesses start processes there). What is left is killed by pid and reported. Measured per run: `end` = seconds from the death
 # to the launcher's exit, `ranks` = to the moment no survivor's rank process was left,
 # `err` = to the first "operation failed" line a survivor printed (`-` if the launcher
-# killed them first). Logs: mpi-tests/logs/rankdeath-<mpi>-<prov>-<mode>[-hN]-<run>.log.
+# killed them first, or the MPI aborted in its own handler), `cause` = error (that line),
+# unreachable (the MPI aborted quoting "No route to host", the provider's FI_EHOSTUNREACH)
+# or launcher (neither: the launcher killed the survivors). Logs: mpi-tests/logs/rankdeath-<mpi>-<prov>-<mode>[-hN]-<run>.log.
 # env: FI_SPRAY_UNREACHABLE_TIMEOUT_MS (and every FI_SPRAY_*) reach the ranks;
 #      LAUNCH_TIMEOUT (s, default 120), LEFT_GRACE_S (s a process may take to go once the
 #      launcher has exited, default 5), PROVDIR, SPRAY_HOSTS_PREFIX, RANKDEATH_ARGS
@@ -220,6 +222,12 @@ for mpi in "${MPIS[@]}"; do
                 # the survivors' first error line (earliest t_ns)
                 t_err=$(grep -ao 'RANKDEATH error rank [0-9]* iter [0-9]* op [A-Za-z]* t_ns [0-9]*' "$log" |
                     awk '{ t = $NF / 1e9; if (!m || t < m) m = t } END { if (m) printf "%.9f", m }')
+                # how the survivors learned of it: their own failed operation (the line above,
+                # or the MPI's fatal handler quoting the provider's FI_EHOSTUNREACH), else the
+                # launcher killed them
+                cause=launcher
+                grep -aq 'No route to host' "$log" && cause=unreachable
+                [ -n "$t_err" ] && cause=error
                 end=$(secs "$t_death" "$t_end") ranks=$(secs "$t_death" "$t_ranks") err=$(secs "$t_death" "$t_err")
                 verdict=PASS why=""
                 if [ -z "$t_death" ]; then
@@ -240,17 +248,17 @@ for mpi in "${MPIS[@]}"; do
                 [ "$verdict" = PASS ] && pass=$((pass + 1)) || fail=$((fail + 1))
                 where="on one host"
                 [ "$MPI_HOSTS" -gt 0 ] && where="on $MPI_HOSTS hosts"
-                echo "$verdict $mpi/$prov $mode np=$NP $where run $run: end ${end}s ranks ${ranks}s err ${err}s exit $rc${why:+: $why}"
+                echo "$verdict $mpi/$prov $mode np=$NP $where run $run: end ${end}s ranks ${ranks}s err ${err}s cause $cause exit $rc${why:+: $why}"
                 [ "$verdict" = FAIL ] && echo "  log: $log"
-                ROWS+=("| $mpi | $prov | $mode | $NP | ${where#on } | $end | $ranks | $err | $rc | $verdict |")
+                ROWS+=("| $mpi | $prov | $mode | $NP | ${where#on } | $end | $ranks | $err | $cause | $rc | $verdict |")
                 echo "# total $(secs "$t_start" "$t_end")s; death at +$(secs "$t_start" "$t_death")s; end ${end}s ranks ${ranks}s err ${err}s exit $rc; left: ${left:-none}" >>"$log"
             done
         done
     done
 done
 echo
-echo "| MPI | provider | death | ranks | hosts | end (s) | survivors gone (s) | first error (s) | exit | verdict |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| MPI | provider | death | ranks | hosts | end (s) | survivors gone (s) | first error (s) | cause | exit | verdict |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo "$pass passed, $fail failed, $cant could not run"
 if [ "$fail" -gt 0 ]; then exit 1; fi
