@@ -4,7 +4,8 @@
 //! One test per MPI at 2 ranks plus one 4-rank run, and `mpi_*_2_hosts*`: the suite with
 //! its two ranks on two hosts (network namespaces of `scripts/hosts.sh`, over the ECMP
 //! fabric, started by the MPI's own launcher through `scripts/netns-rsh`), without faults
-//! and with 1 % random UDP loss into every host. Missing prerequisites (an MPI not
+//! and with 1 % random UDP loss into every host, and `mpi_mpich*_rank_*`: a rank that dies
+//! (`mpi-tests/rankdeath.sh`: kill -9, or its host's link down). Missing prerequisites (an MPI not
 //! installed: see `mpi-tests/setup.sh`; root and `ip netns` for the hosts) print
 //! `skipped: <why>` and pass, except with `CI=true`, where they fail. For `spray` the
 //! provider is built first (`cargo build --release --lib`) and copied to
@@ -441,4 +442,124 @@ fn mpi_ompi4_2_hosts_loss_1pct() {
 #[test]
 fn mpi_mpi4py_2_hosts_loss_1pct() {
     hosts_loss_1pct("mpi4py", &["py-suite"]);
+}
+
+/// Runs `mpi-tests/rankdeath.sh [ARGS...] MPI PROV` (a rank that dies mid-job; see
+/// mpi-tests/README.md) with `env` added and returns its result lines (`None` when
+/// skipped). The script itself asserts that every job ended within its bound (30 s) with
+/// a non-zero status and left no process behind.
+fn run_rankdeath(mpi: &str, pre: &[&str], args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+    let dir = match provider_dir() {
+        Ok(d) => d.clone(),
+        Err(why) => panic!("provider {}: {why}", provider()),
+    };
+    let script = repo().join("mpi-tests/rankdeath.sh");
+    let mut cmd = Command::new(pre.first().copied().unwrap_or("timeout"));
+    if !pre.is_empty() {
+        cmd.args(&pre[1..]).arg("timeout");
+    }
+    cmd.arg(RUN_TIMEOUT_S.to_string())
+        .arg("bash")
+        .arg(&script)
+        .args(args)
+        .arg(mpi)
+        .arg(provider())
+        .current_dir(repo())
+        .envs(env.iter().copied());
+    if let Some(d) = dir {
+        cmd.env("PROVDIR", d);
+    }
+    let out = cmd.output().expect("run bash mpi-tests/rankdeath.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    eprint!("{stderr}");
+    match out.status.code() {
+        Some(0) => {
+            assert!(
+                stdout.lines().any(|l| l.starts_with("PASS ")),
+                "rankdeath.sh {mpi}: nothing passed"
+            );
+            Some(stdout)
+        }
+        Some(2) if stderr.contains("cannot run") => {
+            skip(stderr.trim());
+            None
+        }
+        code => panic!("rankdeath.sh {mpi} {} failed (exit {code:?})", provider()),
+    }
+}
+
+/// Seconds after the death that a result line reports for `what` ("end", "err").
+fn death_secs(line: &str, what: &str) -> Option<f64> {
+    line.split(&format!(" {what} "))
+        .nth(1)?
+        .split('s')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Unreachable timeout the death tests give spray (ms): not the 5 s default, so that the
+/// survivors' error time shows the parameter at work.
+const DEATH_UNREACHABLE_MS: &str = "2000";
+
+/// kill -9 of one of two ranks on this machine: the job ends at once, nothing is left.
+#[test]
+fn mpi_mpich_rank_killed() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    run_rankdeath("mpich", &[], &["-m", "kill"], &[]);
+}
+
+/// A rank dies on one of two hosts: kill -9 (the launcher sees it), and over spray also
+/// its host's link taken down, which no launcher sees: the survivor's operations to it
+/// must fail after FI_SPRAY_UNREACHABLE_TIMEOUT_MS and the job end well within 30 s.
+#[test]
+fn mpi_mpich_2_hosts_rank_dies() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let why = hosts_missing();
+    if !why.is_empty() {
+        skip(&format!("hosts testbed: {}", why.join(", ")));
+        return;
+    }
+    let prefix = hosts_prefix();
+    let lock = format!("/run/lock/spray-hosts-{prefix}run.lock");
+    let _down = HostsDown;
+    // libfabric's tcp has no such bound: with the link gone its job hangs until the
+    // launcher's timeout (mpi-tests/README.md), so only spray runs the link mode.
+    let modes = if provider() == "spray" {
+        "kill link"
+    } else {
+        "kill"
+    };
+    let Some(out) = run_rankdeath(
+        "mpich",
+        &["flock", "-w", "1800", &lock],
+        &["-H", "2", "-U", "-m", modes],
+        &[
+            ("SPRAY_HOSTS_PREFIX", &prefix),
+            ("FI_SPRAY_UNREACHABLE_TIMEOUT_MS", DEATH_UNREACHABLE_MS),
+            ("LAUNCH_TIMEOUT", "90"),
+        ],
+    ) else {
+        return;
+    };
+    if provider() == "spray" {
+        let link = out
+            .lines()
+            .find(|l| l.starts_with("PASS mpich/spray link"))
+            .expect("a PASS line for the link mode");
+        // the survivor's rank went once its operation to the dead host failed (MPICH
+        // returns the error or aborts in its own handler, quoting FI_EHOSTUNREACH)
+        assert!(
+            link.contains(" cause error ") || link.contains(" cause unreachable "),
+            "the survivor did not see its operation fail: {link}"
+        );
+        let gone = death_secs(link, "ranks").expect("the survivors' end time");
+        let bound: f64 = DEATH_UNREACHABLE_MS.parse::<f64>().unwrap_or(0.0) / 1000.0;
+        assert!(
+            gone >= bound * 0.75 && gone <= bound + 10.0,
+            "the survivor ended {gone} s after the link went, expected about {bound} s: {link}"
+        );
+    }
 }
