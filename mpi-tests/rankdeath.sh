@@ -37,10 +37,6 @@ set -u
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-120} LEFT_GRACE_S=${LEFT_GRACE_S:-5}
 # shellcheck source=mpi-tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-# Intel MPI asks for one-sided orderings that spray refuses since its attribute rules
-# (fi_getinfo -FI_ENODATA, MPI_Init fails); the program uses no RMA, so Intel MPI's RMA
-# and atomics stay off (for every provider, so the comparison is like for like).
-export MPIR_CVAR_CH4_OFI_ENABLE_RMA=0 MPIR_CVAR_CH4_OFI_ENABLE_ATOMICS=0
 MODES="kill" BOUND=30 RUNS=1 UP=0
 while getopts "H:Um:b:n:" o; do
     case $o in
