@@ -30,19 +30,37 @@ use parking_lot::Mutex;
 use crate::consts::FI_PROGRESS_AUTO;
 use crate::ep::EpCore;
 use crate::io::clock;
-use crate::{log, params, stats, sys};
+use crate::{log, params, stats, sys, wait};
 
 struct Assist {
     eps: Mutex<Vec<Weak<EpCore>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     stop: AtomicBool,
+    /// Wakes the thread early: an application blocks on a wait fd (`hand_over`).
+    kick: Option<wait::Wake>,
 }
 
 static ASSIST: Lazy<Assist> = Lazy::new(|| Assist {
     eps: Mutex::new(Vec::new()),
     thread: Mutex::new(None),
     stop: AtomicBool::new(false),
+    kick: wait::Wake::new(),
 });
+
+/// The application is about to block on a CQ's or counter's wait fd
+/// (`fi_trywait` returned 0): progress `eps` from now on, without waiting for
+/// them to go quiet, and sleep on their sockets. Their next application call
+/// takes them back.
+pub fn hand_over(eps: &[Arc<EpCore>]) {
+    let mut any = false;
+    for ep in eps.iter().filter(|e| e.assist_idle_ns != 0) {
+        ep.mark_blocked();
+        any = true;
+    }
+    if let (true, Some(k)) = (any, ASSIST.kick.as_ref()) {
+        k.wake();
+    }
+}
 
 /// How long an endpoint may go without an application call before the assist
 /// thread steps in, ns (0 = never).
@@ -169,6 +187,13 @@ fn run() {
                 });
             }
         }
+        if let Some(k) = ASSIST.kick.as_ref() {
+            fds.push(libc::pollfd {
+                fd: k.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
         // Do not keep endpoints alive while sleeping.
         drop(eps);
         let ts = libc::timespec {
@@ -186,5 +211,8 @@ fn run() {
                 std::ptr::null(),
             )
         };
+        if let Some(k) = ASSIST.kick.as_ref() {
+            k.drain();
+        }
     }
 }

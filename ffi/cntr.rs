@@ -20,17 +20,22 @@ pub struct CntrCore {
     eps: Mutex<Vec<Arc<EpCore>>>,
     /// Bindings that keep it from closing.
     pub bound: Refs,
+    /// Woken by changes while armed; the FI_GETWAIT fd.
     wake: wait::Wake,
+    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_YIELD.
+    wait_obj: u32,
 }
 
 impl CntrCore {
     /// One more successful completion.
     pub fn inc(&self) {
         self.count.fetch_add(1, Ordering::AcqRel);
+        self.wake.notify();
     }
     /// One more failed completion.
     pub fn inc_err(&self) {
         self.errs.fetch_add(1, Ordering::AcqRel);
+        self.wake.notify();
     }
     /// Start progressing `ep` from reads of this counter.
     pub fn attach(&self, ep: &Arc<EpCore>) {
@@ -62,9 +67,25 @@ impl CntrCore {
             match waiter.spin() {
                 Some(true) => {}
                 Some(false) => return err::ETIMEDOUT,
-                None => waiter.sleep(&self.eps.lock().clone(), &self.wake),
+                None => {
+                    self.wake.arm();
+                    if self.count.load(Ordering::Acquire) < threshold
+                        && self.errs.load(Ordering::Acquire) == errs0
+                    {
+                        waiter.sleep(&self.eps.lock().clone(), &self.wake);
+                    }
+                }
             }
         }
+    }
+    /// `fi_trywait` on this counter: counters have no "entries", so always 0,
+    /// with the fd armed (any change signals it) and the endpoints handed to
+    /// the assist thread.
+    pub fn trywait(&self) -> c_int {
+        self.progress();
+        self.wake.arm();
+        crate::assist::hand_over(&self.eps.lock());
+        0
     }
 }
 
@@ -77,7 +98,7 @@ pub struct Cntr {
     pub core: Arc<CntrCore>,
 }
 
-static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
+static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, Some(control));
 static OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
     size: std::mem::size_of::<sys::fi_ops_cntr>(),
     read: Some(read),
@@ -117,10 +138,12 @@ pub unsafe extern "C" fn cntr_open(
             if a.events != sys::fi_cntr_events_FI_CNTR_EVENTS_COMP {
                 return err::ENOSYS;
             }
-            if ![FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD].contains(&a.wait_obj) {
+            if !wait::supported(a.wait_obj) {
                 return err::ENOSYS;
             }
         }
+        // SAFETY: as above.
+        let wait_obj = unsafe { attr.as_ref() }.map_or(FI_WAIT_UNSPEC, |a| a.wait_obj);
         let Some(wake) = wait::Wake::new() else {
             return err::ENOMEM;
         };
@@ -130,6 +153,7 @@ pub unsafe extern "C" fn cntr_open(
             eps: Mutex::new(Vec::new()),
             bound: Refs::default(),
             wake,
+            wait_obj,
         });
         let obj = Cntr {
             fid: sys::fid_cntr {
@@ -172,6 +196,17 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                 drop(unsafe { obj::take::<Cntr>(fid) });
                 0
             }
+        }
+    })
+}
+
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        match unsafe { get(fid) } {
+            // SAFETY: arg is the out-pointer the command calls for (API contract).
+            Some(c) => unsafe { wait::control(&c.core.wake, c.core.wait_obj, cmd, arg) },
+            None => err::EINVAL,
         }
     })
 }

@@ -59,7 +59,10 @@ pub struct CqCore {
     /// Bindings that keep it from closing.
     pub bound: Refs,
     signaled: AtomicBool,
+    /// Woken by new entries while armed; the FI_GETWAIT fd.
     wake: wait::Wake,
+    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_YIELD.
+    wait_obj: u32,
 }
 
 impl CqCore {
@@ -67,11 +70,13 @@ impl CqCore {
     pub fn push(&self, e: Entry) {
         self.q.lock().push_back(e);
         self.queued.fetch_add(1, Ordering::Release);
+        self.wake.notify();
     }
     /// Queue an error completion.
     pub fn push_err(&self, e: ErrEntry) {
         self.errq.lock().push_back(e);
         self.queued.fetch_add(1, Ordering::Release);
+        self.wake.notify();
     }
     /// Start progressing `ep` from reads of this CQ.
     pub fn attach(&self, ep: &Arc<EpCore>) {
@@ -199,10 +204,33 @@ impl CqCore {
             match waiter.spin() {
                 Some(true) => {}
                 Some(false) => return err::EAGAIN as isize,
-                // Sleeping is rare: copying the endpoint list is fine here.
-                None => waiter.sleep(&self.eps.lock().clone(), &self.wake),
+                None => {
+                    // Armed, a completion another thread adds (the assist
+                    // thread, a second reader) wakes us as well.
+                    self.wake.arm();
+                    if self.queued.load(Ordering::Acquire) == 0 {
+                        // Sleeping is rare: copying the endpoint list is fine here.
+                        waiter.sleep(&self.eps.lock().clone(), &self.wake);
+                    }
+                }
             }
         }
+    }
+
+    /// `fi_trywait` on this CQ: -FI_EAGAIN when entries are there, else 0
+    /// with the fd armed and the endpoints handed to the assist thread, which
+    /// progresses them while the application blocks on the fd.
+    pub fn trywait(&self) -> c_int {
+        self.progress();
+        if self.queued.load(Ordering::Acquire) > 0 {
+            return err::EAGAIN;
+        }
+        self.wake.arm();
+        if self.queued.load(Ordering::Acquire) > 0 {
+            return err::EAGAIN;
+        }
+        crate::assist::hand_over(&self.eps.lock());
+        0
     }
 
     /// Pop one error entry into the caller's `fi_cq_err_entry`.
@@ -297,7 +325,7 @@ pub unsafe extern "C" fn cq_open(
             | FI_CQ_FORMAT_TAGGED) => f,
             _ => return err::ENOSYS,
         };
-        if ![FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD].contains(&a.wait_obj) {
+        if !wait::supported(a.wait_obj) {
             return err::ENOSYS;
         }
         let Some(wake) = wait::Wake::new() else {
@@ -318,6 +346,7 @@ pub unsafe extern "C" fn cq_open(
             bound: Refs::default(),
             signaled: AtomicBool::new(false),
             wake,
+            wait_obj: a.wait_obj,
         });
         let obj = Cq {
             fid: sys::fid_cq {
@@ -364,8 +393,15 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     })
 }
 
-unsafe extern "C" fn control(_: *mut sys::fid, _: c_int, _: *mut c_void) -> c_int {
-    err::ENOSYS
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        match unsafe { get(fid) } {
+            // SAFETY: arg is the out-pointer the command calls for (API contract).
+            Some(c) => unsafe { wait::control(&c.core.wake, c.core.wait_obj, cmd, arg) },
+            None => err::EINVAL,
+        }
+    })
 }
 
 fn with_cq(cq: *mut sys::fid_cq, f: impl FnOnce(&CqCore) -> isize) -> isize {

@@ -60,6 +60,11 @@ impl EpCore {
             self.last_app_ns.store(clock::now_ns(), Ordering::Relaxed);
         }
     }
+    /// The application blocks on a wait fd: let the assist thread take over
+    /// at once (see `assist::hand_over`).
+    pub fn mark_blocked(&self) {
+        self.last_app_ns.store(0, Ordering::Relaxed);
+    }
     /// See `last_app_ns`.
     pub fn last_app_ns(&self) -> u64 {
         self.last_app_ns.load(Ordering::Relaxed)

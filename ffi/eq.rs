@@ -43,10 +43,26 @@ pub struct Eq {
     fabric: *const Fabric,
     /// Queued events.
     pub core: Arc<EqCore>,
+    /// Signalled by every write; the FI_GETWAIT fd.
     wake: wait::Wake,
+    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_YIELD.
+    wait_obj: u32,
 }
 
-static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
+impl Eq {
+    /// `fi_trywait` on this EQ: -FI_EAGAIN when events are queued, else 0
+    /// with the fd cleared (the next write signals it).
+    pub fn trywait(&self) -> c_int {
+        self.wake.drain();
+        if self.core.events.lock().is_empty() && self.core.errors.lock().is_empty() {
+            0
+        } else {
+            err::EAGAIN
+        }
+    }
+}
+
+static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, Some(control));
 static OPS: sys::fi_ops_eq = sys::fi_ops_eq {
     size: std::mem::size_of::<sys::fi_ops_eq>(),
     read: Some(read),
@@ -81,10 +97,12 @@ pub unsafe extern "C" fn eq_open(
         }
         // SAFETY: attr NULL or valid.
         if let Some(a) = unsafe { attr.as_ref() } {
-            if ![FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD].contains(&a.wait_obj) {
+            if !wait::supported(a.wait_obj) {
                 return err::ENOSYS;
             }
         }
+        // SAFETY: as above.
+        let wait_obj = unsafe { attr.as_ref() }.map_or(FI_WAIT_UNSPEC, |a| a.wait_obj);
         let Some(wake) = wait::Wake::new() else {
             return err::ENOMEM;
         };
@@ -100,6 +118,7 @@ pub unsafe extern "C" fn eq_open(
             fabric: f,
             core: Arc::new(EqCore::default()),
             wake,
+            wait_obj,
         };
         f.refs.inc();
         // SAFETY: eq is a valid out-pointer.
@@ -130,6 +149,17 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                 drop(unsafe { obj::take::<Eq>(fid) });
                 0
             }
+        }
+    })
+}
+
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard::int(|| {
+        // SAFETY: fid from the application; validated by get.
+        match unsafe { get(fid) } {
+            // SAFETY: arg is the out-pointer the command calls for (API contract).
+            Some(e) => unsafe { wait::control(&e.wake, e.wait_obj, cmd, arg) },
+            None => err::EINVAL,
         }
     })
 }

@@ -114,6 +114,36 @@ unsafe extern "C" fn wait_open(
     err::ENOSYS
 }
 
-unsafe extern "C" fn trywait(_: *mut sys::fid_fabric, _: *mut *mut sys::fid, _: c_int) -> c_int {
-    err::ENOSYS
+/// `fi_trywait`: 0 when the application may block on every listed object's
+/// wait fd, -FI_EAGAIN when one has entries (read them first).
+unsafe extern "C" fn trywait(
+    _: *mut sys::fid_fabric,
+    fids: *mut *mut sys::fid,
+    count: c_int,
+) -> c_int {
+    guard::int(|| {
+        if count < 0 || (fids.is_null() && count > 0) {
+            return err::EINVAL;
+        }
+        for i in 0..count as usize {
+            // SAFETY: fids holds count fid pointers (API contract).
+            let fid = unsafe { *fids.add(i) };
+            // SAFETY: each get validates the fid's class before use.
+            let rc = unsafe {
+                if let Some(c) = crate::cq::get(fid) {
+                    c.core.trywait()
+                } else if let Some(c) = crate::cntr::get(fid) {
+                    c.core.trywait()
+                } else if let Some(e) = eq::get(fid) {
+                    e.trywait()
+                } else {
+                    err::EINVAL
+                }
+            };
+            if rc != 0 {
+                return rc;
+            }
+        }
+        0
+    })
 }

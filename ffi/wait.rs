@@ -2,18 +2,63 @@
 //! endpoints' receive sockets plus a wake-up eventfd, never past the engine's
 //! next timer, after a short busy-poll phase (a wake-up from another vCPU costs
 //! tens of microseconds).
+//!
+//! Each CQ, counter and EQ owns a `Wake`: the eventfd that its sleepers poll
+//! and that `fi_control(FI_GETWAIT)` hands to the application (FI_WAIT_FD).
+//! Whoever adds an entry signals it, but only while someone is armed to wait
+//! (a sleeping `sread`, or `fi_trywait` returned 0): a busy application that
+//! never blocks pays no system call per completion.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
+use std::os::raw::{c_int, c_void};
+
+use crate::consts::*;
 use crate::ep::EpCore;
 use crate::io::clock;
+use crate::sys;
+
+/// Wait objects a CQ, counter or EQ can be opened with (FI_WAIT_SET needs
+/// `fi_wait_open`, which spray lacks).
+pub fn supported(wait_obj: u32) -> bool {
+    [FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD].contains(&wait_obj)
+}
+
+/// `fi_control` of a waitable object: FI_GETWAIT gives the eventfd (an
+/// `int`), FI_GETWAITOBJ the wait object (FI_WAIT_FD); objects opened with
+/// FI_WAIT_NONE or FI_WAIT_YIELD have none (-FI_ENODATA).
+///
+/// # Safety
+/// `arg` is NULL or points to the `int` / `enum fi_wait_obj` the command fills.
+pub unsafe fn control(wake: &Wake, wait_obj: u32, cmd: c_int, arg: *mut c_void) -> c_int {
+    let cmd = cmd as u32;
+    if cmd != sys::FI_GETWAIT && cmd != sys::FI_GETWAITOBJ {
+        return err::ENOSYS;
+    }
+    if wait_obj != FI_WAIT_FD && wait_obj != FI_WAIT_UNSPEC {
+        return err::ENODATA;
+    }
+    if arg.is_null() {
+        return err::EINVAL;
+    }
+    // SAFETY: arg points to an int (FI_GETWAIT) or a C enum, also an int (caller).
+    unsafe {
+        if cmd == sys::FI_GETWAIT {
+            *(arg as *mut c_int) = wake.fd();
+        } else {
+            *(arg as *mut u32) = FI_WAIT_FD;
+        }
+    }
+    0
+}
 
 /// How long a waiter spins (progressing) before it sleeps, ns.
 const SPIN_NS: u64 = 50_000;
 
-/// An eventfd that wakes sleeping waiters (`fi_cq_signal`).
-pub struct Wake(OwnedFd);
+/// An eventfd that wakes sleeping waiters (`fi_cq_signal`, new entries).
+pub struct Wake(OwnedFd, AtomicBool);
 
 impl Wake {
     /// A new, unsignalled eventfd.
@@ -21,7 +66,27 @@ impl Wake {
         // SAFETY: plain eventfd creation; ownership passes to OwnedFd.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         // SAFETY: fd is a fresh descriptor we own.
-        (fd >= 0).then(|| Wake(unsafe { OwnedFd::from_raw_fd(fd) }))
+        (fd >= 0).then(|| Wake(unsafe { OwnedFd::from_raw_fd(fd) }, AtomicBool::new(false)))
+    }
+    /// The eventfd (`FI_GETWAIT`): readable when entries may have arrived.
+    pub fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+    /// Someone is about to block on the fd: clear it, and have the next
+    /// `notify` signal it. The caller re-checks its condition afterwards.
+    pub fn arm(&self) {
+        self.drain();
+        self.1.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `notify`: either the adder sees us armed, or
+        // our re-check sees its entry.
+        fence(Ordering::SeqCst);
+    }
+    /// An entry was added: wake an armed waiter (one system call), else nothing.
+    pub fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.1.load(Ordering::Relaxed) && self.1.swap(false, Ordering::AcqRel) {
+            self.wake();
+        }
     }
     /// Wake every waiter.
     pub fn wake(&self) {
@@ -29,7 +94,8 @@ impl Wake {
         // SAFETY: writes 8 bytes from a local to our eventfd.
         unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
-    fn drain(&self) {
+    /// Clear a pending wake-up.
+    pub fn drain(&self) {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a local from our non-blocking eventfd.
         unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
