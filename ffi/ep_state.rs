@@ -439,7 +439,13 @@ impl EpState {
     /// A buffer data leaves from (send, RMA source or destination): at most
     /// `max_msg_size` bytes (`-FI_EMSGSIZE`) of memory that can exist (`-FI_EINVAL`).
     pub(crate) fn check_source(&self, buf: &FfiBuf) -> Result<(), Errno> {
-        let max = self.run.as_ref().map_or(0, |r| r.engine.max_msg_size());
+        let mut max = self.run.as_ref().map_or(0, |r| r.engine.max_msg_size());
+        if self.setup.ep_type == FI_EP_DGRAM {
+            // What getinfo advertised (room for a MAC tag whether or not
+            // this endpoint has a job key), so that a size it accepts here
+            // is accepted by every endpoint of the job.
+            max = max.min(crate::limits::for_datagram(self.setup.max_datagram).dgram_max_msg);
+        }
         if buf.len() > max {
             return Err(err::EMSGSIZE as isize);
         }
