@@ -76,8 +76,14 @@ pub unsafe extern "C" fn domain_open(
         // SAFETY: as above; src_addr is NULL or src_addrlen readable bytes.
         let v6 = unsafe {
             let i = &*info;
-            crate::addr::read_sockaddr(i.src_addr, i.src_addrlen)
-                .map_or(i.addr_format == FI_SOCKADDR_IN6, |a| a.is_ipv6())
+            crate::addr::read_sockaddr(i.src_addr, i.src_addrlen).map_or_else(
+                || match i.addr_format {
+                    FI_SOCKADDR_IN6 => true,
+                    FI_SOCKADDR_IN => false,
+                    _ => crate::iface::default_v6(),
+                },
+                |a| a.is_ipv6(),
+            )
         };
         // SAFETY: auth_key holds auth_key_size bytes (libfabric contract).
         let auth_key =

@@ -155,8 +155,16 @@ pub unsafe extern "C" fn endpoint_open(
         let auth_key = crate::auth::job_key(ep_key.as_deref(), d.auth_key.as_deref());
         // SAFETY: src_addr NULL or src_addrlen bytes.
         let given = unsafe { addr::read_sockaddr(i.src_addr, i.src_addrlen) };
-        // The family: the given address's, else the info's address format.
-        let v6 = given.map_or(i.addr_format == FI_SOCKADDR_IN6, |a| a.is_ipv6());
+        // The family: the given address's, else the info's address format, else
+        // the default (FI_SPRAY_IPV6).
+        let v6 = given.map_or_else(
+            || match i.addr_format {
+                FI_SOCKADDR_IN6 => true,
+                FI_SOCKADDR_IN => false,
+                _ => iface::default_v6(),
+            },
+            |a| a.is_ipv6(),
+        );
         let Some(chosen) = iface::choose(v6) else {
             crate::log::warn("fi_endpoint: IPv6 asked for, but no interface has an IPv6 address");
             return err::EADDRNOTAVAIL;

@@ -171,7 +171,8 @@ unsafe fn opt_str(p: *const c_char) -> Option<String> {
 }
 
 /// Resolve `node` to a socket address at `port`, of family `want` (`Some(true)`:
-/// IPv6) or, when `None`, the first IPv4 address, else the first IPv6 one.
+/// IPv6) or, when `None`, the first address of the default family (`FI_SPRAY_IPV6`),
+/// else the first of the other.
 fn resolve(node: &str, port: u16, want: Option<bool>) -> Result<SocketAddr, i32> {
     if let Ok(ip) = node
         .trim_start_matches('[')
@@ -195,7 +196,10 @@ fn resolve(node: &str, port: u16, want: Option<bool>) -> Result<SocketAddr, i32>
     let pick = |v6: bool| all.iter().find(|a| a.is_ipv6() == v6).copied();
     match want {
         Some(v6) => pick(v6),
-        None => pick(false).or_else(|| pick(true)),
+        None => {
+            let v6 = iface::default_v6();
+            pick(v6).or_else(|| pick(!v6))
+        }
     }
     .ok_or(err::ENODATA)
 }
@@ -235,7 +239,7 @@ fn build_offers(
     flags: u64,
     hints: Option<&sys::fi_info>,
 ) -> Result<Vec<Offer>, i32> {
-    // The family: what the hints ask for, else the node's, else IPv4.
+    // The family: what the hints ask for, else the node's, else FI_SPRAY_IPV6's.
     let mut want = match hints.map(hinted_family) {
         Some(Err(())) => return Ok(Vec::new()),
         Some(Ok(w)) => w,
@@ -249,7 +253,7 @@ fn build_offers(
     if let Some(a) = node_addr {
         want = Some(a.is_ipv6());
     }
-    let v6 = want.unwrap_or(false);
+    let v6 = want.unwrap_or_else(iface::default_v6);
     // Local and remote addresses.
     let Some(mut chosen) = iface::choose(v6) else {
         log::info("IPv6 asked for, but no interface has an IPv6 address");

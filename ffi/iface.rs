@@ -136,6 +136,11 @@ pub fn choose(v6: bool) -> Option<Iface> {
     }
 }
 
+/// The family used when the application chooses none: IPv6 with `FI_SPRAY_IPV6=1`.
+pub fn default_v6() -> bool {
+    params::int_or("ipv6", 0, 0, 1) == 1
+}
+
 /// The IPv4 interface endpoints use (`choose(false)`, never `None`).
 pub fn choose_v4() -> Iface {
     choose(false).unwrap_or_else(loopback_v4)

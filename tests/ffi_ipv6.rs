@@ -421,3 +421,76 @@ fn ipv6_address_refused_by_ipv4_av() {
     assert_eq!(close(fab), 0);
     unsafe { sys::fi_freeinfo(info) };
 }
+
+/// libfabric's own `fi_pingpong` (RDM, tagged, data checks, every size) with
+/// the data path on ::1: its `-6` covers only its control socket, so
+/// `FI_SPRAY_IPV6=1` selects IPv6 for the provider; the server's log must name
+/// its IPv6 address.
+#[test]
+fn fi_pingpong_over_ipv6_loopback() {
+    if !have_ipv6() || !common::have_tool("fi_pingpong") {
+        return;
+    }
+    let port = {
+        let l = std::net::TcpListener::bind("[::1]:0").expect("bind");
+        l.local_addr().expect("addr").port().to_string()
+    };
+    let args = [
+        "-p", "spray", "-e", "rdm", "-m", "tagged", "-I", "10", "-c", "-6",
+    ];
+    let run = |extra: &[&str]| {
+        let mut c = common::fi_cmd("timeout");
+        c.env("FI_SPRAY_IPV6", "1")
+            .env("FI_LOG_LEVEL", "info")
+            .args(["60", "fi_pingpong"])
+            .args(args)
+            .args(extra);
+        c
+    };
+    let server = run(&["-B", &port])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start server");
+    // Retry the client until the server listens (10 s at most).
+    let t = std::time::Instant::now();
+    let client = loop {
+        let out = run(&["-P", &port, "::1"]).output().expect("run client");
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success()
+            || !err.contains("Connection refused")
+            || t.elapsed() > std::time::Duration::from_secs(10)
+        {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let srv = server.wait_with_output().expect("server exit");
+    let all = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let (ctext, stext) = (all(&client), all(&srv));
+    assert!(
+        client.status.success() && srv.status.success(),
+        "fi_pingpong over ::1 failed:\nclient {:?}\n{ctext}\nserver {:?}\n{stext}",
+        client.status,
+        srv.status
+    );
+    for (who, t) in [("client", &ctext), ("server", &stext)] {
+        assert!(
+            t.contains("address [::1]:"),
+            "{who}'s endpoint is not on ::1:\n{t}"
+        );
+    }
+    // Every size acknowledged: up to fi_pingpong's largest, 1 MiB.
+    assert!(
+        ctext
+            .lines()
+            .any(|l| l.starts_with("1m") && l.contains("=10")),
+        "no 1 MiB row:\n{ctext}"
+    );
+}
