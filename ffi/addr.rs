@@ -1,10 +1,10 @@
-//! Socket address conversions at the C boundary: `sockaddr_in` ⇄ `SocketAddrV4`
-//! (the AV and endpoint names) and `CAddr`, either family (the I/O layer).
+//! Socket address conversions at the C boundary, either family: `sockaddr_in` /
+//! `sockaddr_in6` ⇄ `SocketAddr` (the AV and endpoint names) and `CAddr` (the I/O layer).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::raw::c_void;
 
-/// Size of the address spray uses everywhere (`FI_SOCKADDR_IN`).
+/// Size of an IPv4 address (`FI_SOCKADDR_IN`).
 pub const SOCKADDR_IN_LEN: usize = std::mem::size_of::<libc::sockaddr_in>();
 
 /// The C form of `a`.
@@ -27,48 +27,109 @@ pub fn from_c(s: &libc::sockaddr_in) -> SocketAddrV4 {
     )
 }
 
-/// Read an IPv4 address from a caller buffer of `len` bytes; `None` when NULL,
-/// too short or not AF_INET.
+/// Size of an IPv6 address (`FI_SOCKADDR_IN6`).
+pub const SOCKADDR_IN6_LEN: usize = std::mem::size_of::<libc::sockaddr_in6>();
+
+/// Bytes of the C form of `a` (`sockaddr_in` or `sockaddr_in6`).
+pub fn len_of(a: SocketAddr) -> usize {
+    if a.is_ipv4() {
+        SOCKADDR_IN_LEN
+    } else {
+        SOCKADDR_IN6_LEN
+    }
+}
+
+/// The libfabric address format of `a` (`FI_SOCKADDR_IN` or `FI_SOCKADDR_IN6`).
+pub fn format_of(a: SocketAddr) -> u32 {
+    if a.is_ipv4() {
+        crate::consts::FI_SOCKADDR_IN
+    } else {
+        crate::consts::FI_SOCKADDR_IN6
+    }
+}
+
+/// The family of a C address in a caller buffer of `len` bytes (`AF_INET`,
+/// `AF_INET6`, ...), or `None` when NULL or too short to hold the field.
 ///
 /// # Safety
 /// `p` is NULL or points to at least `len` readable bytes.
-pub unsafe fn read_sockaddr_in(p: *const c_void, len: usize) -> Option<SocketAddrV4> {
-    if p.is_null() || len < SOCKADDR_IN_LEN {
+pub unsafe fn family_of(p: *const c_void, len: usize) -> Option<i32> {
+    if p.is_null() || len < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
-    // SAFETY: p has at least SOCKADDR_IN_LEN readable bytes (caller); read_unaligned
-    // copes with any alignment.
-    let s = unsafe { std::ptr::read_unaligned(p as *const libc::sockaddr_in) };
-    (i32::from(s.sin_family) == libc::AF_INET).then(|| from_c(&s))
+    // SAFETY: at least the family field is readable (checked above); any alignment.
+    let f = unsafe { std::ptr::read_unaligned(p as *const libc::sa_family_t) };
+    Some(i32::from(f))
 }
 
-/// Write `a` into a caller buffer of `*len` bytes; always stores the needed size in
-/// `*len`. Returns false when the buffer is too small (`-FI_ETOOSMALL`).
+/// Read an IPv4 or IPv6 address from a caller buffer of `len` bytes; `None` when
+/// NULL, too short for its family or of another family. The IPv6 flow label is
+/// dropped (peers are keyed by address, port and scope only: the kernel reports
+/// received datagrams with flow label 0).
+///
+/// # Safety
+/// `p` is NULL or points to at least `len` readable bytes.
+pub unsafe fn read_sockaddr(p: *const c_void, len: usize) -> Option<SocketAddr> {
+    // SAFETY: forwarded.
+    match unsafe { family_of(p, len) }? {
+        libc::AF_INET if len >= SOCKADDR_IN_LEN => {
+            // SAFETY: p has at least SOCKADDR_IN_LEN readable bytes; any alignment.
+            let s = unsafe { std::ptr::read_unaligned(p as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(from_c(&s)))
+        }
+        libc::AF_INET6 if len >= SOCKADDR_IN6_LEN => {
+            // SAFETY: p has at least SOCKADDR_IN6_LEN readable bytes; any alignment.
+            let s = unsafe { std::ptr::read_unaligned(p as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(from_c6(&s)))
+        }
+        _ => None,
+    }
+}
+
+/// The Rust form of a C `sockaddr_in6`, flow label dropped, and the scope id
+/// too unless the address is link-local: the engine keys a peer by the packet's
+/// source IP and header port, with scope 0, as the kernel reports other addresses.
+pub fn from_c6(s: &libc::sockaddr_in6) -> SocketAddrV6 {
+    let ip = Ipv6Addr::from(s.sin6_addr.s6_addr);
+    let link_local = ip.segments()[0] & 0xffc0 == 0xfe80;
+    let scope = if link_local { s.sin6_scope_id } else { 0 };
+    SocketAddrV6::new(ip, u16::from_be(s.sin6_port), 0, scope)
+}
+
+/// Write `a` (either family) into a caller buffer of `*len` bytes; always stores
+/// the needed size in `*len`. Returns false when the buffer is too small
+/// (`-FI_ETOOSMALL`).
 ///
 /// # Safety
 /// `p` is NULL or writable for `*len` bytes; `len` is valid.
-pub unsafe fn write_sockaddr_in(a: SocketAddrV4, p: *mut c_void, len: *mut usize) -> bool {
+pub unsafe fn write_sockaddr(a: SocketAddr, p: *mut c_void, len: *mut usize) -> bool {
+    let need = len_of(a);
     // SAFETY: len is valid per the caller.
     let room = unsafe { *len };
     // SAFETY: as above.
-    unsafe { *len = SOCKADDR_IN_LEN };
-    if p.is_null() || room < SOCKADDR_IN_LEN {
+    unsafe { *len = need };
+    if p.is_null() || room < need {
         return false;
     }
-    // SAFETY: p is writable for at least SOCKADDR_IN_LEN bytes.
-    unsafe { std::ptr::write_unaligned(p as *mut libc::sockaddr_in, to_c(a)) };
+    let c = CAddr::from(a);
+    // SAFETY: p is writable for at least `need` bytes; c.ss holds `need` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(c.as_ptr() as *const u8, p as *mut u8, need) };
     true
 }
 
-/// A `malloc`'d `sockaddr_in` holding `a` (owned by an `fi_info`), or NULL.
-pub fn alloc_sockaddr_in(a: SocketAddrV4) -> *mut libc::sockaddr_in {
+/// A `malloc`'d C address holding `a` (owned by an `fi_info`) and its length,
+/// or NULL and 0.
+pub fn alloc_sockaddr(a: SocketAddr) -> (*mut c_void, usize) {
+    let need = len_of(a);
     // SAFETY: malloc of a POD size; checked for NULL before writing.
-    let p = unsafe { libc::malloc(SOCKADDR_IN_LEN) } as *mut libc::sockaddr_in;
-    if !p.is_null() {
-        // SAFETY: p is a fresh allocation of the right size (malloc aligns for any type).
-        unsafe { p.write(to_c(a)) };
+    let p = unsafe { libc::malloc(need) };
+    if p.is_null() {
+        return (p, 0);
     }
-    p
+    let c = CAddr::from(a);
+    // SAFETY: p is a fresh allocation of `need` bytes; c.ss holds `need` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(c.as_ptr() as *const u8, p as *mut u8, need) };
+    (p, need)
 }
 
 /// A socket address in C form, either family: what the I/O layer hands the
@@ -106,12 +167,7 @@ impl CAddr {
             libc::AF_INET6 => {
                 // SAFETY: as above for sockaddr_in6 (family AF_INET6).
                 let s = unsafe { &*(&self.ss as *const _ as *const libc::sockaddr_in6) };
-                Some(std::net::SocketAddr::V6(std::net::SocketAddrV6::new(
-                    std::net::Ipv6Addr::from(s.sin6_addr.s6_addr),
-                    u16::from_be(s.sin6_port),
-                    u32::from_be(s.sin6_flowinfo),
-                    s.sin6_scope_id,
-                )))
+                Some(std::net::SocketAddr::V6(from_c6(s)))
             }
             _ => None,
         }

@@ -1,16 +1,16 @@
-//! Address vectors (TABLE, and MAP reported as asked): IPv4 socket addresses
-//! indexed by `fi_addr_t`.
+//! Address vectors (TABLE, and MAP reported as asked): socket addresses of the
+//! domain's family (IPv4 or IPv6) indexed by `fi_addr_t`.
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::addr::{self, SOCKADDR_IN_LEN};
+use crate::addr::{self, SOCKADDR_IN6_LEN, SOCKADDR_IN_LEN};
 use crate::consts::*;
 use crate::domain::{self, Domain};
 use crate::obj::{self, FiObject};
@@ -20,15 +20,17 @@ use crate::{guard, nosys, sys};
 #[derive(Default)]
 struct Table {
     /// fi_addr → address (`None` once removed; indices are never reused).
-    addrs: Vec<Option<SocketAddrV4>>,
+    addrs: Vec<Option<SocketAddr>>,
     /// address → first fi_addr holding it (for FI_SOURCE).
-    by_addr: HashMap<SocketAddrV4, u64>,
+    by_addr: HashMap<SocketAddr, u64>,
 }
 
 /// Shared state of an AV.
 #[derive(Default)]
 pub struct AvCore {
     table: Mutex<Table>,
+    /// True when it holds IPv6 addresses (its domain's family), false for IPv4.
+    pub v6: bool,
     /// Bumped on every removal, so endpoints drop cached translations.
     generation: AtomicU64,
     /// Endpoints bound to it.
@@ -37,7 +39,7 @@ pub struct AvCore {
 
 impl AvCore {
     /// The address of `fi_addr`.
-    pub fn addr_of(&self, fi_addr: u64) -> Option<SocketAddrV4> {
+    pub fn addr_of(&self, fi_addr: u64) -> Option<SocketAddr> {
         let t = self.table.lock();
         t.addrs
             .get(usize::try_from(fi_addr).ok()?)
@@ -45,14 +47,14 @@ impl AvCore {
             .flatten()
     }
     /// The fi_addr of `a`, if inserted.
-    pub fn fi_addr_of(&self, a: SocketAddrV4) -> Option<u64> {
+    pub fn fi_addr_of(&self, a: SocketAddr) -> Option<u64> {
         self.table.lock().by_addr.get(&a).copied()
     }
     /// Current generation (changes when entries are removed).
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
-    fn insert(&self, a: SocketAddrV4) -> u64 {
+    fn insert(&self, a: SocketAddr) -> u64 {
         let mut t = self.table.lock();
         let id = t.addrs.len() as u64;
         t.addrs.push(Some(a));
@@ -149,7 +151,10 @@ pub unsafe extern "C" fn av_open(
                 ops: obj::ops_ptr(&OPS),
             },
             domain: d,
-            core: Arc::new(AvCore::default()),
+            core: Arc::new(AvCore {
+                v6: d.v6,
+                ..AvCore::default()
+            }),
         };
         d.refs.inc();
         // SAFETY: av is a valid out-pointer.
@@ -221,17 +226,40 @@ unsafe extern "C" fn insert(
         } else {
             std::ptr::null_mut()
         };
+        // Entries are packed in the domain's format: sockaddr_in or sockaddr_in6.
+        let (stride, family) = if a.v6 {
+            (SOCKADDR_IN6_LEN, libc::AF_INET6)
+        } else {
+            (SOCKADDR_IN_LEN, libc::AF_INET)
+        };
         let mut ok = 0;
+        let mut warned = false;
         for i in 0..count {
-            // SAFETY: addr holds count packed sockaddr_in entries (FI_SOCKADDR_IN).
-            let one = unsafe {
-                addr::read_sockaddr_in(
-                    (addr as *const u8).add(i * SOCKADDR_IN_LEN).cast(),
-                    SOCKADDR_IN_LEN,
+            // SAFETY: addr holds count packed entries of `stride` bytes (the
+            // domain's address format).
+            let one = unsafe { (addr as *const u8).add(i * stride).cast::<c_void>() };
+            // SAFETY: as above.
+            let (fam, one) = unsafe {
+                (
+                    addr::family_of(one, stride),
+                    addr::read_sockaddr(one, stride),
                 )
             };
+            if fam != Some(family) && !warned {
+                warned = true;
+                crate::log::warn(&format!(
+                    "fi_av_insert: entry {i} has address family {}, not the AV's {} ({}): refused",
+                    fam.unwrap_or(-1),
+                    family,
+                    if a.v6 {
+                        "FI_SOCKADDR_IN6"
+                    } else {
+                        "FI_SOCKADDR_IN"
+                    }
+                ));
+            }
             let (id, status) = match one {
-                Some(sa) if !sa.ip().is_unspecified() && sa.port() != 0 => {
+                Some(sa) if fam == Some(family) && !sa.ip().is_unspecified() && sa.port() != 0 => {
                     ok += 1;
                     (a.insert(sa), 0)
                 }
@@ -269,18 +297,21 @@ unsafe extern "C" fn insertsvc(
                 std::ffi::CStr::from_ptr(service),
             )
         };
-        let text = format!("{}:{}", n.to_string_lossy(), s.to_string_lossy());
+        // SAFETY: av from the application; validated by get.
+        let Some(v6) = (unsafe { get(obj::fid_of(av)) }).map(|a| a.core.v6) else {
+            return err::EINVAL;
+        };
+        // An IPv6 literal is written in brackets for the resolver.
+        let (n, s) = (n.to_string_lossy(), s.to_string_lossy());
+        let text = if n.contains(':') && !n.starts_with('[') {
+            format!("[{n}]:{s}")
+        } else {
+            format!("{n}:{s}")
+        };
+        // Only an address of the AV's family will do.
         let resolved = std::net::ToSocketAddrs::to_socket_addrs(&text)
             .ok()
-            .and_then(|mut it| {
-                it.find_map(|a| {
-                    if let std::net::SocketAddr::V4(v) = a {
-                        Some(v)
-                    } else {
-                        None
-                    }
-                })
-            });
+            .and_then(|mut it| it.find(|a| a.is_ipv6() == v6));
         let Some(sa) = resolved else {
             if !fi_addr.is_null() {
                 // SAFETY: one fi_addr slot.
@@ -288,18 +319,9 @@ unsafe extern "C" fn insertsvc(
             }
             return 0;
         };
-        let c = addr::to_c(sa);
-        // SAFETY: one sockaddr_in on the stack; the rest forwarded.
-        unsafe {
-            insert(
-                av,
-                (&c as *const libc::sockaddr_in).cast(),
-                1,
-                fi_addr,
-                flags,
-                context,
-            )
-        }
+        let c = addr::CAddr::from(sa);
+        // SAFETY: one address of the AV's format on the stack; the rest forwarded.
+        unsafe { insert(av, c.as_ptr().cast(), 1, fi_addr, flags, context) }
     })
 }
 
@@ -351,13 +373,13 @@ unsafe extern "C" fn lookup(
             return err::ENODATA;
         };
         // SAFETY: out NULL or writable for *len bytes; len valid.
-        unsafe { addr::write_sockaddr_in(sa, out, len) };
+        unsafe { addr::write_sockaddr(sa, out, len) };
         0
     })
 }
 
 unsafe extern "C" fn straddr(
-    _av: *mut sys::fid_av,
+    av: *mut sys::fid_av,
     addr: *const c_void,
     buf: *mut c_char,
     len: *mut usize,
@@ -366,9 +388,15 @@ unsafe extern "C" fn straddr(
         if buf.is_null() || len.is_null() {
             return std::ptr::null();
         }
-        // SAFETY: addr is an FI_SOCKADDR_IN address (the AV's format).
-        let text = match unsafe { addr::read_sockaddr_in(addr, SOCKADDR_IN_LEN) } {
-            Some(sa) => format!("fi_sockaddr_in://{sa}"),
+        // SAFETY: av from the application; validated by get.
+        let room = match unsafe { get(obj::fid_of(av)) } {
+            Some(a) if a.core.v6 => SOCKADDR_IN6_LEN,
+            _ => SOCKADDR_IN_LEN,
+        };
+        // SAFETY: addr is an address of the AV's format, `room` bytes.
+        let text = match unsafe { addr::read_sockaddr(addr, room) } {
+            Some(sa @ SocketAddr::V4(_)) => format!("fi_sockaddr_in://{sa}"),
+            Some(sa @ SocketAddr::V6(_)) => format!("fi_sockaddr_in6://{sa}"),
             None => "fi_addr_unknown".to_owned(),
         };
         let Ok(c) = CString::new(text) else {

@@ -109,6 +109,7 @@ pub const FI_AV_TABLE: u32 = sys::fi_av_type_FI_AV_TABLE;
 pub const FI_FORMAT_UNSPEC: u32 = sys::FI_FORMAT_UNSPEC;
 pub const FI_SOCKADDR: u32 = sys::FI_SOCKADDR;
 pub const FI_SOCKADDR_IN: u32 = sys::FI_SOCKADDR_IN;
+pub const FI_SOCKADDR_IN6: u32 = sys::FI_SOCKADDR_IN6;
 
 pub const FI_CQ_FORMAT_UNSPEC: u32 = sys::fi_cq_format_FI_CQ_FORMAT_UNSPEC;
 pub const FI_CQ_FORMAT_CONTEXT: u32 = sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT;

@@ -21,6 +21,9 @@ pub struct Domain {
     pub api_version: u32,
     /// AV type from the info it was opened with.
     pub av_type: u32,
+    /// True for an IPv6 domain (`FI_SOCKADDR_IN6` info or an IPv6 source
+    /// address): its AVs hold `sockaddr_in6` entries, and only those.
+    pub v6: bool,
     /// Registered memory that RMA and atomics from peers may access.
     pub mrs: Arc<mr::MrTable>,
     /// The domain's default job key (`domain_attr->auth_key`), if any.
@@ -70,6 +73,18 @@ pub unsafe extern "C" fn domain_open(
         let dattr = unsafe { (*info).domain_attr.as_ref() };
         let av_type = dattr.map_or(FI_AV_TABLE, |d| d.av_type);
         let mr_mode = dattr.map_or(0, |d| d.mr_mode);
+        // SAFETY: as above; src_addr is NULL or src_addrlen readable bytes.
+        let v6 = unsafe {
+            let i = &*info;
+            crate::addr::read_sockaddr(i.src_addr, i.src_addrlen).map_or_else(
+                || match i.addr_format {
+                    FI_SOCKADDR_IN6 => true,
+                    FI_SOCKADDR_IN => false,
+                    _ => crate::iface::default_v6(),
+                },
+                |a| a.is_ipv6(),
+            )
+        };
         // SAFETY: auth_key holds auth_key_size bytes (libfabric contract).
         let auth_key =
             match dattr.map(|d| unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) }) {
@@ -91,6 +106,7 @@ pub unsafe extern "C" fn domain_open(
             refs: Refs::default(),
             api_version: f.api_version,
             av_type,
+            v6,
             mrs: Arc::new(mr::MrTable::new(mr_mode)),
             auth_key,
         };

@@ -1,7 +1,7 @@
 //! Endpoints: open/close, binding CQs/counters/AV/EQ, enable, and the shared
 //! core that CQ and counter reads progress.
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -159,18 +159,31 @@ pub unsafe extern "C" fn endpoint_open(
             };
         let auth_key = crate::auth::job_key(ep_key.as_deref(), d.auth_key.as_deref());
         // SAFETY: src_addr NULL or src_addrlen bytes.
-        let given = unsafe { addr::read_sockaddr_in(i.src_addr, i.src_addrlen) };
-        let chosen = iface::choose();
+        let given = unsafe { addr::read_sockaddr(i.src_addr, i.src_addrlen) };
+        // The family: the given address's, else the info's address format, else
+        // the default (FI_SPRAY_IPV6).
+        let v6 = given.map_or_else(
+            || match i.addr_format {
+                FI_SOCKADDR_IN6 => true,
+                FI_SOCKADDR_IN => false,
+                _ => iface::default_v6(),
+            },
+            |a| a.is_ipv6(),
+        );
+        let Some(chosen) = iface::choose(v6) else {
+            crate::log::warn("fi_endpoint: IPv6 asked for, but no interface has an IPv6 address");
+            return err::EADDRNOTAVAIL;
+        };
         let default_port = params::int_or("port", 0, 0, 65535) as u16;
         let at = match given {
             Some(a) if !a.ip().is_unspecified() => a,
-            Some(a) => SocketAddrV4::new(chosen.ip, a.port()),
-            None => SocketAddrV4::new(chosen.ip, default_port),
+            Some(a) => SocketAddr::new(chosen.ip, a.port()),
+            None => SocketAddr::new(chosen.ip, default_port),
         };
-        let nic = if *at.ip() == chosen.ip {
+        let nic = if at.ip() == chosen.ip {
             Some(chosen)
         } else {
-            iface::owning(*at.ip())
+            iface::owning(at.ip())
         };
         let Some(nic) = nic else {
             return err::EADDRNOTAVAIL;

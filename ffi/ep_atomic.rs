@@ -2,7 +2,7 @@
 //! their buffer, vector, msg and inject forms, and the `*valid` queries.
 #![allow(clippy::too_many_arguments)]
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::raw::{c_int, c_void};
 use std::sync::OnceLock;
 
@@ -121,8 +121,8 @@ pub fn check(
 pub fn default_max_count(t: AtomicType, call: AtomicCall) -> usize {
     static LIMITS: OnceLock<[(usize, usize); 10]> = OnceLock::new();
     let lim = LIMITS.get_or_init(|| {
-        let nic = iface::choose();
-        let mut cfg = Config::new(EpMode::Rdm, SocketAddr::V4(SocketAddrV4::new(nic.ip, 0)));
+        let nic = iface::choose_v4();
+        let mut cfg = Config::new(EpMode::Rdm, SocketAddr::new(nic.ip, 0));
         cfg.max_datagram = iface::max_datagram(&nic);
         let e: Engine<FfiBuf> = Engine::new(cfg);
         TYPES.map(|t| (e.max_atomic_count(t, false), e.max_atomic_count(t, true)))

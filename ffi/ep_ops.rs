@@ -130,7 +130,7 @@ unsafe extern "C" fn getname(fid: sys::fid_t, out: *mut c_void, len: *mut usize)
             return err::EINVAL as isize;
         }
         // SAFETY: out NULL or writable for *len bytes; len valid.
-        if unsafe { addr::write_sockaddr_in(st.local, out, len) } {
+        if unsafe { addr::write_sockaddr(st.local, out, len) } {
             0
         } else {
             err::ETOOSMALL as isize
@@ -141,7 +141,7 @@ unsafe extern "C" fn getname(fid: sys::fid_t, out: *mut c_void, len: *mut usize)
 unsafe extern "C" fn setname(fid: sys::fid_t, a: *mut c_void, len: usize) -> c_int {
     guard::int(|| {
         // SAFETY: a NULL or readable for len bytes.
-        let Some(want) = (unsafe { addr::read_sockaddr_in(a, len) }) else {
+        let Some(want) = (unsafe { addr::read_sockaddr(a, len) }) else {
             return err::EINVAL;
         };
         // SAFETY: fid from the application; validated by get.
@@ -154,6 +154,14 @@ unsafe extern "C" fn setname(fid: sys::fid_t, a: *mut c_void, len: usize) -> c_i
         }
         if want == st.local {
             return 0;
+        }
+        if want.is_ipv6() != st.local.is_ipv6() {
+            // The domain, its AV and the peers' names are of the endpoint's family.
+            crate::log::warn(&format!(
+                "fi_setname: {want} is not of the endpoint's address family ({})",
+                st.local
+            ));
+            return err::EINVAL;
         }
         match crate::io::sock::open_configured(want, false) {
             Ok(s) => match st.set_local(s) {

@@ -3,7 +3,7 @@
 //! entries and counter increments.
 
 use spray::hash::FastMap;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ pub struct EpState {
     /// a clock read per poll.
     pub(crate) progressed_ns: u64,
     /// Address of socket 0 (`fi_getname`).
-    pub local: SocketAddrV4,
+    pub local: SocketAddr,
     socks: Option<Sockets>,
     pub(crate) run: Option<Running>,
     /// Bound completion queues: transmit, receive.
@@ -334,7 +334,7 @@ impl EpState {
         let av = self.av.as_ref().ok_or(err::EINVAL as isize)?;
         let sa = av.addr_of(fi_addr).ok_or(err::EINVAL as isize)?;
         let run = self.run.as_mut().ok_or(err::EOPBADSTATE as isize)?;
-        let p = run.engine.peer(SocketAddr::V4(sa));
+        let p = run.engine.peer(sa);
         run.stale = true;
         if fi_addr < CACHE_MAX {
             let i = fi_addr as usize;
@@ -354,7 +354,7 @@ impl EpState {
         let Some(run) = &self.run else {
             return FI_ADDR_NOTAVAIL;
         };
-        let Some(SocketAddr::V4(sa)) = run.engine.peer_addr(p) else {
+        let Some(sa) = run.engine.peer_addr(p) else {
             return FI_ADDR_NOTAVAIL;
         };
         match self.av.as_ref().and_then(|av| av.fi_addr_of(sa)) {
@@ -439,7 +439,13 @@ impl EpState {
     /// A buffer data leaves from (send, RMA source or destination): at most
     /// `max_msg_size` bytes (`-FI_EMSGSIZE`) of memory that can exist (`-FI_EINVAL`).
     pub(crate) fn check_source(&self, buf: &FfiBuf) -> Result<(), Errno> {
-        let max = self.run.as_ref().map_or(0, |r| r.engine.max_msg_size());
+        let mut max = self.run.as_ref().map_or(0, |r| r.engine.max_msg_size());
+        if self.setup.ep_type == FI_EP_DGRAM {
+            // What getinfo advertised (room for a MAC tag whether or not
+            // this endpoint has a job key), so that a size it accepts here
+            // is accepted by every endpoint of the job.
+            max = max.min(crate::limits::for_datagram(self.setup.max_datagram).dgram_max_msg);
+        }
         if buf.len() > max {
             return Err(err::EMSGSIZE as isize);
         }
@@ -802,7 +808,7 @@ pub(crate) fn op_result(rc: Result<(), OpError>) -> Errno {
 /// differs from the sender's (one has a key and the other none, or another
 /// key): the usual sign of a job whose ranks were started with different
 /// `FI_SPRAY_AUTH_KEY`s. True once said.
-fn warn_key_mismatch(local: std::net::SocketAddrV4, s: &spray::srd::SrdStats) -> bool {
+fn warn_key_mismatch(local: SocketAddr, s: &spray::srd::SrdStats) -> bool {
     let why = if s.rx_mac_missing > 0 {
         "packets without a MAC (the sender has no job key; this endpoint has one)"
     } else if s.rx_mac_unexpected > 0 {
@@ -823,9 +829,9 @@ fn warn_key_mismatch(local: std::net::SocketAddrV4, s: &spray::srd::SrdStats) ->
 const LINGER_RTO_CAP_NS: u64 = 1_000_000_000;
 
 /// Engine configuration for an endpoint at `local` from the FI_SPRAY_* parameters.
-fn config(mode: EpMode, local: SocketAddrV4, paths: usize, max_datagram: usize) -> Config {
-    let mut cfg = Config::new(mode, SocketAddr::V4(local));
-    let d = Config::new(mode, SocketAddr::V4(local));
+fn config(mode: EpMode, local: SocketAddr, paths: usize, max_datagram: usize) -> Config {
+    let mut cfg = Config::new(mode, local);
+    let d = Config::new(mode, local);
     let ms = |name: &str, def: Duration| {
         Duration::from_millis(params::int_or(name, def.as_millis() as i64, 1, 86_400_000) as u64)
     };

@@ -2,7 +2,7 @@
 //! matching — the core does none for us.
 
 use std::ffi::{CStr, CString};
-use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::raw::c_char;
 
 use crate::consts::*;
@@ -99,8 +99,9 @@ struct Offer {
     /// Transmit / receive queue sizes, operations.
     tx_size: usize,
     rx_size: usize,
-    src: SocketAddrV4,
-    dest: Option<SocketAddrV4>,
+    /// Source and destination addresses, of one family.
+    src: SocketAddr,
+    dest: Option<SocketAddr>,
     iface: Iface,
     /// Job keys asked for in the hints (domain and endpoint `auth_key`),
     /// echoed in the answer so that `fi_domain` / `fi_endpoint` get them.
@@ -169,30 +170,65 @@ unsafe fn opt_str(p: *const c_char) -> Option<String> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
-/// Resolve `node`/`service` to an IPv4 socket address.
-fn resolve(
-    node: Option<&str>,
-    service: Option<&str>,
-    default_ip: Ipv4Addr,
-) -> Result<SocketAddrV4, i32> {
-    let port = match service {
-        Some(s) => s.trim().parse::<u16>().map_err(|_| err::ENODATA)?,
-        None => 0,
-    };
-    let Some(node) = node else {
-        return Ok(SocketAddrV4::new(default_ip, port));
-    };
-    if let Ok(ip) = node.parse::<Ipv4Addr>() {
-        return Ok(SocketAddrV4::new(ip, port));
+/// Resolve `node` to a socket address at `port`, of family `want` (`Some(true)`:
+/// IPv6) or, when `None`, the first address of the default family (`FI_SPRAY_IPV6`),
+/// else the first of the other.
+fn resolve(node: &str, port: u16, want: Option<bool>) -> Result<SocketAddr, i32> {
+    if let Ok(ip) = node
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        return match want {
+            Some(v6) if v6 != ip.is_ipv6() => {
+                log::info(&format!(
+                    "node {node} is not of the address format asked for in the hints"
+                ));
+                Err(err::ENODATA)
+            }
+            _ => Ok(SocketAddr::new(ip, port)),
+        };
     }
-    (node, port)
+    let all: Vec<SocketAddr> = (node, port)
         .to_socket_addrs()
         .map_err(|_| err::ENODATA)?
-        .find_map(|a| match a {
-            std::net::SocketAddr::V4(v4) => Some(v4),
-            _ => None,
-        })
-        .ok_or(err::ENODATA)
+        .collect();
+    let pick = |v6: bool| all.iter().find(|a| a.is_ipv6() == v6).copied();
+    match want {
+        Some(v6) => pick(v6),
+        None => {
+            let v6 = iface::default_v6();
+            pick(v6).or_else(|| pick(!v6))
+        }
+    }
+    .ok_or(err::ENODATA)
+}
+
+/// The address family the hints ask for: `Ok(Some(true))` IPv6, `Ok(Some(false))`
+/// IPv4, `Ok(None)` either; `Err(())` when they cannot be served (another
+/// format, an unreadable address, or addresses of both families).
+fn hinted_family(h: &sys::fi_info) -> Result<Option<bool>, ()> {
+    let mut want = match h.addr_format {
+        FI_FORMAT_UNSPEC | FI_SOCKADDR => None,
+        FI_SOCKADDR_IN => Some(false),
+        FI_SOCKADDR_IN6 => Some(true),
+        _ => return Err(()),
+    };
+    for (p, len) in [(h.src_addr, h.src_addrlen), (h.dest_addr, h.dest_addrlen)] {
+        if p.is_null() {
+            continue;
+        }
+        // SAFETY: the hint addresses are NULL or buffers of the stated length.
+        let a = unsafe { addr::read_sockaddr(p, len) }.ok_or(())?;
+        if want.is_some_and(|v6| v6 != a.is_ipv6()) {
+            log::info(&format!(
+                "hints: address {a} does not match the address format or the other address"
+            ));
+            return Err(());
+        }
+        want = Some(a.is_ipv6());
+    }
+    Ok(want)
 }
 
 /// Everything we offer for these hints (empty when nothing matches).
@@ -203,8 +239,26 @@ fn build_offers(
     flags: u64,
     hints: Option<&sys::fi_info>,
 ) -> Result<Vec<Offer>, i32> {
+    // The family: what the hints ask for, else the node's, else FI_SPRAY_IPV6's.
+    let mut want = match hints.map(hinted_family) {
+        Some(Err(())) => return Ok(Vec::new()),
+        Some(Ok(w)) => w,
+        None => None,
+    };
+    let port = match service {
+        Some(s) => s.trim().parse::<u16>().map_err(|_| err::ENODATA)?,
+        None => 0,
+    };
+    let node_addr = node.map(|n| resolve(n, port, want)).transpose()?;
+    if let Some(a) = node_addr {
+        want = Some(a.is_ipv6());
+    }
+    let v6 = want.unwrap_or_else(iface::default_v6);
     // Local and remote addresses.
-    let mut chosen = iface::choose();
+    let Some(mut chosen) = iface::choose(v6) else {
+        log::info("IPv6 asked for, but no interface has an IPv6 address");
+        return Ok(Vec::new());
+    };
     // A domain name in the hints selects that interface (domain = interface).
     // SAFETY: hint sub-attributes are NULL or valid; a non-NULL name is NUL-terminated.
     let wanted = hints
@@ -215,46 +269,44 @@ fn build_offers(
         let name = unsafe { CStr::from_ptr(d.name) }
             .to_string_lossy()
             .into_owned();
-        match iface::list().into_iter().find(|i| i.name == name) {
+        match iface::list()
+            .into_iter()
+            .find(|i| i.name == name && i.ip.is_ipv6() == v6)
+        {
             Some(i) => chosen = i,
             None => return Ok(Vec::new()),
         }
     }
     let default_port = crate::params::int_or("port", 0, 0, 65535) as u16;
-    let mut src = SocketAddrV4::new(chosen.ip, default_port);
+    let mut src = SocketAddr::new(chosen.ip, default_port);
     let mut dest = None;
     if flags & FI_SOURCE != 0 || node.is_none() {
         if node.is_some() || service.is_some() {
-            src = resolve(node, service, chosen.ip)?;
+            src = node_addr.unwrap_or(SocketAddr::new(chosen.ip, port));
         }
     } else {
-        dest = Some(resolve(node, service, chosen.ip)?);
+        dest = node_addr;
     }
     if let Some(h) = hints {
-        if h.addr_format != FI_FORMAT_UNSPEC
-            && h.addr_format != FI_SOCKADDR_IN
-            && h.addr_format != FI_SOCKADDR
-        {
-            return Ok(Vec::new());
-        }
-        // SAFETY: the hint addresses are NULL or buffers of the stated length.
+        // SAFETY: the hint addresses are NULL or buffers of the stated length
+        // (and readable: checked by hinted_family).
         unsafe {
-            if let Some(a) = addr::read_sockaddr_in(h.src_addr, h.src_addrlen) {
+            if let Some(a) = addr::read_sockaddr(h.src_addr, h.src_addrlen) {
                 src = a;
-            } else if !h.src_addr.is_null() {
-                return Ok(Vec::new());
             }
-            if let Some(a) = addr::read_sockaddr_in(h.dest_addr, h.dest_addrlen) {
+            if let Some(a) = addr::read_sockaddr(h.dest_addr, h.dest_addrlen) {
                 dest = Some(a);
-            } else if !h.dest_addr.is_null() {
-                return Ok(Vec::new());
             }
         }
+    }
+    if dest.is_some_and(|d| d.is_ipv6() != src.is_ipv6()) {
+        log::info("the destination and the source are of different address families");
+        return Ok(Vec::new());
     }
     if src.ip().is_unspecified() {
         src.set_ip(chosen.ip);
-    } else if *src.ip() != chosen.ip {
-        match iface::owning(*src.ip()) {
+    } else if src.ip() != chosen.ip {
+        match iface::owning(src.ip()) {
             Some(i) => chosen = i,
             None => return Ok(Vec::new()),
         }
@@ -571,20 +623,11 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     };
     i.caps = o.caps;
     i.mode = 0;
-    i.addr_format = FI_SOCKADDR_IN;
-    i.src_addr = addr::alloc_sockaddr_in(o.src).cast();
-    i.src_addrlen = if i.src_addr.is_null() {
-        0
-    } else {
-        std::mem::size_of::<libc::sockaddr_in>()
-    };
+    // A concrete format even when the hints asked for FI_SOCKADDR (fi_getinfo(3)).
+    i.addr_format = addr::format_of(o.src);
+    (i.src_addr, i.src_addrlen) = addr::alloc_sockaddr(o.src);
     if let Some(d) = o.dest {
-        i.dest_addr = addr::alloc_sockaddr_in(d).cast();
-        i.dest_addrlen = if i.dest_addr.is_null() {
-            0
-        } else {
-            std::mem::size_of::<libc::sockaddr_in>()
-        };
+        (i.dest_addr, i.dest_addrlen) = addr::alloc_sockaddr(d);
     }
     let dir_caps = o.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM);
     // Transmit caps are initiator caps, receive caps target caps (fi_getinfo(3)).

@@ -1,24 +1,27 @@
-//! Which local IPv4 interface endpoints use, and its MTU.
+//! Which local interface address (IPv4 or IPv6) endpoints use, and its MTU.
 
 use std::ffi::CStr;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::params;
 
-/// A local IPv4 interface.
+/// A local interface address (one entry per address: an interface with an IPv4
+/// and an IPv6 address is listed twice).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Iface {
     /// Interface name (the libfabric domain name).
     pub name: String,
-    /// Its IPv4 address.
-    pub ip: Ipv4Addr,
+    /// Its address (IPv4, or IPv6 other than link-local).
+    pub ip: IpAddr,
     /// Its MTU, bytes.
     pub mtu: u32,
     /// True for the loopback interface.
     pub loopback: bool,
 }
 
-/// Every UP IPv4 interface, in the kernel's order.
+/// Every address of every UP interface, IPv4 and IPv6, in the kernel's order.
+/// IPv6 link-local addresses (fe80::/10) are left out: they need a scope id
+/// that peers could not derive from the address alone.
 pub fn list() -> Vec<Iface> {
     let mut out = Vec::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -36,12 +39,26 @@ pub fn list() -> Vec<Iface> {
         }
         // SAFETY: ifa_addr is non-null and points to a sockaddr of at least the family field.
         let family = unsafe { (*ifa.ifa_addr).sa_family };
-        if i32::from(family) != libc::AF_INET || ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
+        if ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
             continue;
         }
-        // SAFETY: the family is AF_INET, so the address is a sockaddr_in.
-        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-        let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        let ip = match i32::from(family) {
+            libc::AF_INET => {
+                // SAFETY: the family is AF_INET, so the address is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family is AF_INET6, so the address is a sockaddr_in6.
+                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                if ip.segments()[0] & 0xffc0 == 0xfe80 {
+                    continue;
+                }
+                IpAddr::V6(ip)
+            }
+            _ => continue,
+        };
         // SAFETY: ifa_name is a NUL-terminated string owned by the list.
         let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
             .to_string_lossy()
@@ -89,39 +106,66 @@ fn mtu_of(name: &str) -> Option<u32> {
     Some(unsafe { req.ifr_ifru.ifru_mtu } as u32)
 }
 
-/// The interface endpoints use: `FI_SPRAY_IFACE`, else the first UP non-loopback
-/// IPv4 interface, else loopback (127.0.0.1).
-pub fn choose() -> Iface {
-    let all = list();
+/// The interface address endpoints use, of the family asked (`v6`):
+/// `FI_SPRAY_IFACE`'s address of that family, else the first UP non-loopback
+/// interface's, else loopback's. IPv4 falls back to 127.0.0.1 when nothing is
+/// UP; IPv6 gives `None` when no interface has an IPv6 address (IPv6 disabled).
+pub fn choose(v6: bool) -> Option<Iface> {
+    let all: Vec<Iface> = list()
+        .into_iter()
+        .filter(|i| i.ip.is_ipv6() == v6)
+        .collect();
+    let fam = if v6 { "IPv6" } else { "IPv4" };
     if let Some(want) = params::get_str("iface") {
         if let Some(i) = all.iter().find(|i| i.name == want) {
-            return i.clone();
+            return Some(i.clone());
         }
         crate::log::warn(&format!(
-            "FI_SPRAY_IFACE={want}: no UP IPv4 interface of that name"
+            "FI_SPRAY_IFACE={want}: no UP interface of that name with an {fam} address"
         ));
     }
-    all.iter()
+    let found = all
+        .iter()
         .find(|i| !i.loopback)
         .or_else(|| all.iter().find(|i| i.loopback))
-        .cloned()
-        .unwrap_or(Iface {
-            name: "lo".into(),
-            ip: Ipv4Addr::LOCALHOST,
-            mtu: 65536,
-            loopback: true,
-        })
+        .cloned();
+    if v6 {
+        found
+    } else {
+        Some(found.unwrap_or_else(loopback_v4))
+    }
+}
+
+/// The family used when the application chooses none: IPv6 with `FI_SPRAY_IPV6=1`.
+pub fn default_v6() -> bool {
+    params::int_or("ipv6", 0, 0, 1) == 1
+}
+
+/// The IPv4 interface endpoints use (`choose(false)`, never `None`).
+pub fn choose_v4() -> Iface {
+    choose(false).unwrap_or_else(loopback_v4)
+}
+
+/// Loopback at 127.0.0.1, assumed when no interface is UP.
+fn loopback_v4() -> Iface {
+    Iface {
+        name: "lo".into(),
+        ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        mtu: 65536,
+        loopback: true,
+    }
 }
 
 /// The interface that owns `ip` (for addresses given by the application).
-pub fn owning(ip: Ipv4Addr) -> Option<Iface> {
+pub fn owning(ip: IpAddr) -> Option<Iface> {
     list().into_iter().find(|i| i.ip == ip)
 }
 
-/// Largest UDP payload for `iface`: `FI_SPRAY_MTU`, else its MTU − 28 capped by
-/// `FI_SPRAY_MTU_CAP` (default 65000).
+/// Largest UDP payload for `iface`: `FI_SPRAY_MTU`, else its MTU − 28 (IPv4 and
+/// UDP headers; − 48 over IPv6) capped by `FI_SPRAY_MTU_CAP` (default 65000).
 pub fn max_datagram(iface: &Iface) -> usize {
     let cap = params::int_or("mtu_cap", 65000, 576, 65507) as usize;
-    let auto = (iface.mtu as usize).saturating_sub(28).clamp(548, cap);
+    let headers = if iface.ip.is_ipv6() { 48 } else { 28 };
+    let auto = (iface.mtu as usize).saturating_sub(headers).clamp(548, cap);
     params::int_or("mtu", auto as i64, 548, 65507) as usize
 }

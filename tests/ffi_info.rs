@@ -128,6 +128,7 @@ fn params_listed() {
     let t = String::from_utf8_lossy(&o.stdout);
     for p in [
         "FI_SPRAY_IFACE",
+        "FI_SPRAY_IPV6",
         "FI_SPRAY_PORT",
         "FI_SPRAY_PATHS",
         "FI_SPRAY_MTU",

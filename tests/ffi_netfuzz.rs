@@ -163,7 +163,13 @@ fn check_counters(text: &str, ports: [u16; 2], t: usize, sn: &Sent, drops: u64) 
     let harmed = s("peer_restarts") + s("failed") + s("unreachable");
     assert_eq!(harmed, 0, "port {p}: the session was harmed:\n{st}");
     assert_eq!(s("peers"), 1, "port {p}: a forgery made a peer:\n{st}");
-    let malformed = s("rx_malformed") + s("rx_truncated");
+    // A MAC where none is expected (flag bit 7 on an endpoint without a job
+    // key) is what `forge::verdict` calls malformed; the MAC counters.
+    let malformed = s("rx_malformed")
+        + s("rx_truncated")
+        + s("rx_mac_unexpected")
+        + s("rx_mac_missing")
+        + s("rx_bad_mac");
     let forged = s("rx_bad_token") + s("rx_no_session") + s("rx_stale_src");
     let hellos = s("tx_challenges") + s("stateless_dropped");
     // Replies the peer endpoint sent here (RESETs and CHALLENGEs to
@@ -198,7 +204,7 @@ fn check_counters(text: &str, ports: [u16; 2], t: usize, sn: &Sent, drops: u64) 
     );
     assert!(
         counted + drops >= junk,
-        "port {p}: {junk} junk datagrams sent, {counted} counted, {drops} dropped by the kernel: some went uncounted"
+        "port {p}: {junk} junk datagrams sent, {counted} counted, {drops} dropped by the kernel: some went uncounted; its statistics:\n{st}"
     );
     (junk, counted)
 }

@@ -2,7 +2,7 @@
 //! that receives), sockets 1..K on ephemeral ports (the entropy values).
 
 use std::io;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::addr;
@@ -14,9 +14,8 @@ const PORT_SEARCH: u16 = 256;
 pub struct Sockets {
     /// One per path; `fds[0]` receives.
     pub fds: Vec<OwnedFd>,
-    /// Address of socket 0 (the endpoint's name). (IPv4 until the endpoint
-    /// and AV layers take IPv6 names; the sockets themselves take either.)
-    pub local: SocketAddrV4,
+    /// Address of socket 0 (the endpoint's name), IPv4 or IPv6.
+    pub local: SocketAddr,
 }
 
 fn set_buf(fd: i32, force: libc::c_int, plain: libc::c_int, bytes: usize) {
@@ -93,10 +92,10 @@ fn udp_socket(at: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<(Owned
 }
 
 /// `open` with the path count and buffer size from `FI_SPRAY_PATHS` / `FI_SPRAY_SOCKBUF`.
-pub fn open_configured(at: SocketAddrV4, search: bool) -> Result<Sockets, i32> {
+pub fn open_configured(at: SocketAddr, search: bool) -> Result<Sockets, i32> {
     let paths = crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64) as usize;
     let sockbuf = crate::params::get_size("sockbuf").unwrap_or(16 << 20);
-    open(SocketAddr::V4(at), search, paths, sockbuf)
+    open(at, search, paths, sockbuf)
 }
 
 /// Open `paths` sockets at `at.ip()`: socket 0 on `at.port()` (0 = ephemeral;
@@ -119,7 +118,7 @@ pub fn open(at: SocketAddr, search: bool, paths: usize, sockbuf: usize) -> Resul
             Err(e) => last_err = Some(e),
         }
     }
-    let Some((fd0, SocketAddr::V4(local))) = first else {
+    let Some((fd0, local)) = first else {
         let e = last_err
             .and_then(|e| e.raw_os_error())
             .unwrap_or(libc::EADDRINUSE);
