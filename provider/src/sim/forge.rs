@@ -298,7 +298,13 @@ pub fn bytes_of(seed: u64, n: usize) -> Vec<u8> {
 /// the receiver's max payload are the engine's checks: see `verdict`.)
 pub fn spec_parses(b: &[u8]) -> bool {
     let get = |f: Field| f.get(b).unwrap_or(0);
-    if b.len() < HEADER_LEN || b.len() < HEADER_LEN + get(Field::PayloadLen) as usize {
+    // Flag bit 7 (MAC): a 16-byte tag between the header and the payload.
+    let tag = if b.len() > 2 && b[2] & 0x80 != 0 {
+        16
+    } else {
+        0
+    };
+    if b.len() < HEADER_LEN || b.len() < HEADER_LEN + tag + get(Field::PayloadLen) as usize {
         return false;
     }
     let (ty, fl, plen, token) = (
@@ -311,17 +317,18 @@ pub fn spec_parses(b: &[u8]) -> bool {
     if get(Field::Version) != 2 || !(1..=6).contains(&ty) {
         return false;
     }
-    // Bits 0..3 are defined; bit 7 (MAC) is reserved and not implemented.
-    if fl & !0x0f != 0 || get(Field::SrcNonce) == 0 {
+    // Bits 0..3 and 7 (MAC) are defined.
+    if fl & !0x8f != 0 || get(Field::SrcNonce) == 0 {
         return false;
     }
+    let other = fl & !0x80;
     match ty {
         1 => true,
         2 => ack_present && plen % 8 == 0 && plen <= 504,
-        3 => plen == 0 && fl == 0 && token != 0,
+        3 => plen == 0 && other == 0 && token != 0,
         4 => plen == 0,
-        5 => plen == 16 && fl == 0 && token == 0,
-        _ => plen == 16 && fl == 0 && token != 0,
+        5 => plen == 16 && other == 0 && token == 0,
+        _ => plen == 16 && other == 0 && token != 0,
     }
 }
 
@@ -360,6 +367,11 @@ pub fn verdict(
         return Verdict::Malformed;
     }
     let get = |f: Field| f.get(b).unwrap_or(0);
+    // A tag where the receiver has no job key: refused before anything
+    // else (counted `rx_mac_unexpected`).
+    if get(Field::Flags) & 0x80 != 0 {
+        return Verdict::Malformed;
+    }
     let ty = get(Field::Type);
     if ty == 1 && get(Field::PayloadLen) as usize > max_payload {
         return Verdict::Malformed;

@@ -102,7 +102,9 @@ pub fn pattern(id: u64, len: usize) -> Vec<u8> {
 /// Counters a hostile datagram may move.
 fn drops(s: &SrdStats) -> [u64; 3] {
     [
-        s.rx_malformed,
+        // A tag an endpoint without a job key does not expect is refused
+        // as malformed (`sim::forge::verdict`), counted on its own.
+        s.rx_malformed + s.rx_mac_unexpected,
         s.rx_bad_token + s.rx_no_session,
         s.tx_challenges + s.stateless_dropped,
     ]
