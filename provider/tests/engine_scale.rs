@@ -252,7 +252,8 @@ fn ping_pong(net: &mut Net, pb: PeerId, pa: PeerId) -> f64 {
     best
 }
 
-fn measure(n: usize) -> Row {
+/// Measure at `n` peers; returns the row and the engines (for re-runs).
+fn measure(n: usize) -> (Row, Net, PeerId, PeerId) {
     let mut net = Net {
         a: engine(0),
         others: HashMap::new(),
@@ -294,12 +295,13 @@ fn measure(n: usize) -> Row {
         reclaimed as usize >= n.saturating_sub(1),
         "N={n}: only {reclaimed} peers reclaimed"
     );
-    Row {
+    let row = Row {
         n,
         idle_bytes,
         msg_ns,
         hs_us: hs[hs.len() / 2],
-    }
+    };
+    (row, net, pb, pa)
 }
 
 #[test]
@@ -309,7 +311,12 @@ fn cost_per_peer() {
     } else {
         &[1, 64, 1024, 16384]
     };
-    let rows: Vec<Row> = ns.iter().map(|&n| measure(n)).collect();
+    let (mut rows, mut nets) = (Vec::new(), Vec::new());
+    for &n in ns {
+        let (row, net, pb, pa) = measure(n);
+        rows.push(row);
+        nets.push((net, pb, pa));
+    }
     println!(
         "{:>6} {:>14} {:>12} {:>14}",
         "N", "B/idle peer", "ns/message", "first msg us"
@@ -322,13 +329,25 @@ fn cost_per_peer() {
     }
     // Against the better of N = 1 and 64 (a busy moment of the shared
     // machine inflates one run's batches).
-    let small = rows[0].msg_ns.min(rows[1].msg_ns);
-    let last = &rows[rows.len() - 1];
+    // A miss is measured again, N = 1 and the largest N back to back (a
+    // scan of the idle peers misses every time: 2.7-11x).
+    let mut small = rows[0].msg_ns.min(rows[1].msg_ns);
+    let last = rows.len() - 1;
+    let mut large = rows[last].msg_ns;
+    for _ in 0..3 {
+        if large < 2.0 * small {
+            break;
+        }
+        println!("again: {large:.0} vs {small:.0} ns/message");
+        let (net, pb, pa) = &mut nets[0];
+        small = small.min(ping_pong(net, *pb, *pa));
+        let (net, pb, pa) = &mut nets[last];
+        large = large.min(ping_pong(net, *pb, *pa));
+    }
     assert!(
-        last.msg_ns < 2.0 * small,
-        "ns per message grows with idle peers: {:.0} at N={} vs {small:.0} at N<=64",
-        last.msg_ns,
-        last.n
+        large < 2.0 * small,
+        "ns per message grows with idle peers: {large:.0} at N={} vs {small:.0} at N<=64",
+        rows[last].n
     );
     // The target is 4 KiB; today an idle peer holds ~4.4 KB (the
     // SRD `Peer`, 1568 bytes inline, of which the receive window 552, and
