@@ -18,8 +18,15 @@ use std::time::{Duration, Instant};
 
 use spray_fi::sys;
 
-/// How long the sender floods.
-const FLOOD: Duration = Duration::from_secs(3);
+/// How long the sender floods, s (`SPRAY_FLOOD_SECS`, default 3; issue 17
+/// asks for 60 s once, for the record).
+fn flood() -> Duration {
+    let s = std::env::var("SPRAY_FLOOD_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    Duration::from_secs(s)
+}
 /// Most the process's RSS may grow during the flood, bytes. The bound holds
 /// 1024 unexpected messages and 16384 queued injects (6 MB measured); without
 /// it the receiver grew by about 260 B per message (38 MB in 3 s here).
@@ -90,8 +97,9 @@ fn flood_of_unexpected_messages_keeps_memory_bounded() {
     // Flood: message k carries k; the receiver is progressed now and then
     // (as its own progress or the assist thread would) but receives nothing.
     let (mut k, mut again) = (1u64, 0u64);
+    let dur = flood();
     let start = Instant::now();
-    while start.elapsed() < FLOOD {
+    while start.elapsed() < dur {
         match tinject(&d, k) {
             0 => k += 1,
             EAGAIN => {
@@ -110,15 +118,12 @@ fn flood_of_unexpected_messages_keeps_memory_bounded() {
     let sent = k - 1;
     println!(
         "{:?} flood of 8-byte fi_tinject: {sent} accepted, {again} -FI_EAGAIN, RSS {} -> {} kB (+{} kB)",
-        FLOOD,
+        dur,
         before >> 10,
         after >> 10,
         growth >> 10
     );
-    assert!(
-        again > 0,
-        "no -FI_EAGAIN in {FLOOD:?} ({sent} injects taken)"
-    );
+    assert!(again > 0, "no -FI_EAGAIN in {dur:?} ({sent} injects taken)");
     assert!(
         sent <= MOST_TAKEN,
         "{sent} injects taken, more than the receiver's share and the queue"
