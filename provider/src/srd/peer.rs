@@ -182,6 +182,8 @@ pub struct Peer {
     pub rx_credit_extra: bool,
     /// Receiver, scheduled mode: this sender holds one of the budget's slots.
     pub rx_admitted: bool,
+    /// Receiver: on `Srd::senders` (the credit decisions' peers).
+    pub rx_listed: bool,
     /// Receiver: when the admitted sender was admitted or last delivered.
     pub rx_admit_at: Instant,
     /// Receiver: packets received from it since it was admitted.
@@ -285,6 +287,7 @@ impl Peer {
             rx_wait_since: Instant::ZERO,
             rx_credit_extra: false,
             rx_admitted: false,
+            rx_listed: false,
             rx_admit_at: Instant::ZERO,
             rx_admit_used: 0,
             first_flight: false,

@@ -63,6 +63,8 @@ impl Srd {
                 fresh.tx.next_send = next;
                 fresh.tx.next_psn = next;
                 fresh.last_active = old.last_active;
+                // Still on `senders` until `update_credit` takes it off.
+                fresh.rx_listed = old.rx_listed;
                 let old = core::mem::replace(&mut self.peers[i], fresh);
                 // The receive window (no heap) keeps its place, so a late
                 // duplicate is still recognised.
@@ -93,6 +95,6 @@ impl Srd {
             + self.by_addr.capacity()
                 * (core::mem::size_of::<core::net::SocketAddr>()
                     + core::mem::size_of::<crate::dgram::PeerId>())
-            + self.active.capacity() * 8
+            + (self.active.capacity() + self.active_words.capacity()) * 8
     }
 }

@@ -163,11 +163,20 @@ impl Srd {
         self.credit_at = Some(now);
         self.recount = false;
         let (mut active, mut demand) = (0u32, 0u32);
-        for p in &self.peers {
+        let peers = &mut self.peers;
+        self.senders.retain(|&i| {
+            let p = &mut peers[i as usize];
             let recent = p.rx_active(now);
+            let wanting = p.rx_wanting(now);
             active += u32::from(recent);
-            demand += u32::from(recent || p.rx_wanting(now));
-        }
+            demand += u32::from(recent || wanting);
+            // Off the list only with nothing a credit decision looks at.
+            p.rx_listed = recent || wanting || p.rx_admitted;
+            if !p.rx_listed {
+                p.rx_credit_extra = false;
+            }
+            p.rx_listed
+        });
         self.budget.grow(now, self.p.credit_budget);
         if demand > self.budget.packets {
             self.credit = 0;
@@ -178,7 +187,8 @@ impl Srd {
         if self.credit == 0 {
             // Leaving scheduled mode: the senders held at 0 learn their
             // share from an ack at once instead of their next credit probe.
-            for p in &mut self.peers {
+            for &i in &self.senders {
+                let p = &mut self.peers[i as usize];
                 if !p.rx_admitted && p.rx_wanting(now) {
                     p.rx.ack_now = true;
                 }
@@ -220,7 +230,8 @@ impl Srd {
             self.extra_turn = (self.extra_turn.0.wrapping_add(1), now);
         }
         let mut k = 0u32;
-        for p in &mut self.peers {
+        for &i in &self.senders {
+            let p = &mut self.peers[i as usize];
             // Counted as in `update_credit`'s demand.
             let sharing = p.rx_active(now) || p.rx_wanting(now);
             p.rx_credit_extra = sharing && rem > 0 && k.wrapping_add(self.extra_turn.0) % n < rem;
@@ -231,16 +242,21 @@ impl Srd {
     /// Scheduled mode: hand the budget's free slots (one packet each) to the
     /// senders that wait longest; each new grant leaves in a pure ACK at once.
     fn admit(&mut self, now: Instant) {
-        let mut n = self.peers.iter().filter(|p| p.rx_admitted).count() as u32;
+        // Only `senders` can be admitted or wanting.
+        let (peers, senders) = (&mut self.peers, &self.senders);
+        let mut n = senders
+            .iter()
+            .filter(|&&i| peers[i as usize].rx_admitted)
+            .count() as u32;
         // The budget was cut: the latest admitted give their slots back
         // (their next ack says 0).
         while n > self.budget.packets {
-            let last = self
-                .peers
-                .iter_mut()
-                .filter(|p| p.rx_admitted)
-                .max_by_key(|p| p.rx_admit_at);
-            let Some(p) = last else {
+            let last = senders
+                .iter()
+                .map(|&i| i as usize)
+                .filter(|&i| peers[i].rx_admitted)
+                .max_by_key(|&i| peers[i].rx_admit_at);
+            let Some(p) = last.map(|i| &mut peers[i]) else {
                 break;
             };
             p.rx_admitted = false;
@@ -248,12 +264,15 @@ impl Srd {
             n -= 1;
         }
         while n < self.budget.packets {
-            let next = self
-                .peers
-                .iter_mut()
-                .filter(|p| !p.rx_admitted && p.rx_wanting(now) && p.rx.any)
-                .min_by_key(|p| p.rx_wait_since);
-            let Some(p) = next else {
+            let next = senders
+                .iter()
+                .map(|&i| i as usize)
+                .filter(|&i| {
+                    let p = &peers[i];
+                    !p.rx_admitted && p.rx_wanting(now) && p.rx.any
+                })
+                .min_by_key(|&i| peers[i].rx_wait_since);
+            let Some(p) = next.map(|i| &mut peers[i]) else {
                 break;
             };
             p.rx_admitted = true;
@@ -269,7 +288,8 @@ impl Srd {
     /// nothing for `RECLAIM_NS` (its grant or its data was lost, or it has
     /// nothing left); it queues again behind the others.
     fn reclaim(&mut self, now: Instant) {
-        for p in &mut self.peers {
+        for &i in &self.senders {
+            let p = &mut self.peers[i as usize];
             if p.rx_admitted
                 && now.saturating_since(p.rx_admit_at).as_nanos() >= u128::from(RECLAIM_NS)
             {
@@ -333,6 +353,9 @@ impl Srd {
         self.arm_sweep(now);
         if h.ty == PacketType::Data || h.ty == PacketType::Probe {
             self.update_credit(now);
+            // Listed after the credit decision, which would take it off
+            // again before this packet makes it active or wanting.
+            self.list_sender(id.0 as usize);
         }
         let (peer, mut ctx) = self.split(id.0 as usize);
         peer.reclaimed = false;
