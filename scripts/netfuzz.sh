@@ -31,4 +31,7 @@ find_cargo || die "cargo not found (scripts/setup.sh installs it)"
 cd "$SPRAY_ROOT"
 export SPRAY_NETFUZZ_DATAGRAMS="$count"
 [ -z "$seed" ] || export SPRAY_NETFUZZ_SEED="$seed"
+# Periodic statistics (kept in the file the test names when it fails): a
+# stall's last dumps show where the session stood.
+export FI_SPRAY_STATS_MS="${FI_SPRAY_STATS_MS:-2000}"
 exec cargo test --release --test ffi_netfuzz -- --nocapture --test-threads=1

@@ -226,6 +226,10 @@ fn hostile_datagrams_at_live_endpoints() {
     let stats = std::env::temp_dir().join(format!("spray-netfuzz-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&stats);
     std::env::set_var("FI_SPRAY_STATS", &stats);
+    println!(
+        "statistics: {} (removed after a pass, kept after a failure)",
+        stats.display()
+    );
     std::env::set_var("FI_SPRAY_MTU", netfuzz::MTU.to_string());
     let mut tr = Traffic::new(seed);
     let ports = tr.ports();
