@@ -79,7 +79,7 @@ fn av_insert_16384_addresses() {
         grown / 1024
     );
     // The AV holds an address and a map entry per peer; an SRD peer is
-    // ~4.4 KB (`provider/tests/engine_scale.rs`): none may be made here.
+    // ~4.4 KB (`tests/engine_scale.rs`): none may be made here.
     assert!(
         per_addr < 512.0,
         "{per_addr:.0} bytes of RSS per inserted address"

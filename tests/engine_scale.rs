@@ -11,6 +11,8 @@
 //! (c) the first message to a new peer (HELLO, CHALLENGE, DATA, ACK) when
 //! N peers exist. Packets are carried in memory; times are wall clock of
 //! both engines (min of batches). Prints the table (`--nocapture`).
+//! (It lives with the FFI package's tests, not in `provider/`, because its
+//! counting allocator is `unsafe` and it reads the clock.)
 
 use core::net::SocketAddr;
 use std::alloc::{GlobalAlloc, Layout, System};
