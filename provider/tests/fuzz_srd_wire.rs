@@ -35,7 +35,12 @@ fn valid_packet(u: &mut Unstructured) -> Vec<u8> {
         f.repr.flags = word(u) as u8 & (flags::ACK_NOW | flags::RETRANSMIT | flags::MORE);
         f.repr.path = word(u) as u8;
         f.repr.psn = word(u) as u32;
-        f.repr.psn_floor = word(u) as u32;
+        // DATA: the floor is never after the PSN (`Repr::parse`).
+        f.repr.psn_floor = if ty == PacketType::Data {
+            f.repr.psn.wrapping_sub(word(u) as u32 >> 1)
+        } else {
+            word(u) as u32
+        };
         if ty == PacketType::Ack || word(u) & 1 == 0 {
             f.repr.ack = Some(AckRepr {
                 cum: word(u) as u32,

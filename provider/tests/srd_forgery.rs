@@ -477,3 +477,149 @@ fn restart_within_a_millisecond_on_the_same_address() {
     all.dedup();
     assert_eq!(n, all.len(), "a datagram delivered twice");
 }
+
+/// A packet that carries the session's token but is malformed (a DATA whose
+/// `psn_floor` is after its `psn`) is dropped before it touches any state:
+/// in particular its piggybacked ack is never applied. (Before, the engine
+/// refused such a packet only after the session check and after applying
+/// its ack: a mutated replay that also claimed a later cumulative ack made
+/// the sender take undelivered datagrams for acknowledged, and the message
+/// layer above waited for them for ever: the 10^6 network fuzzer's stall.)
+#[test]
+fn malformed_in_session_packets_change_nothing() {
+    let a_addr: SocketAddr = "198.18.0.1:7000".parse().unwrap();
+    let b_addr: SocketAddr = "198.18.0.2:7000".parse().unwrap();
+    let mk = |at: SocketAddr, nonce: u64| {
+        let mut c = spray::Config::new(spray::EpMode::Rdm, at);
+        c.nonce = nonce;
+        c.secret = nonce.to_le_bytes().repeat(2).try_into().unwrap();
+        Srd::new(&c)
+    };
+    let mut a = mk(a_addr, 0x1111);
+    let mut b = mk(b_addr, 0x2222);
+    let pb = a.peer(b_addr);
+    let pa = b.peer(a_addr);
+    let (mut at_a, mut at_b) = (Vec::new(), Vec::new());
+    let mut t = 1_000_000u64;
+    let mut token = 0u64;
+    let mut send = |s: &mut Srd, p, token: &mut u64| {
+        let k = *token;
+        s.send(p, k, 100, &mut |x| x.copy_from_slice(&payload(k, 100)))
+            .unwrap();
+        *token += 1;
+        k
+    };
+    // A session with traffic both ways.
+    for _ in 0..5 {
+        send(&mut a, pb, &mut token);
+        send(&mut b, pa, &mut token);
+    }
+    for _ in 0..20 {
+        t += 20_000;
+        let now = Instant::from_nanos(t);
+        carry(&mut a, a_addr, &mut b, now, &mut at_b, None);
+        carry(&mut b, b_addr, &mut a, now, &mut at_a, None);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+    }
+    events(&mut a);
+    events(&mut b);
+    assert_eq!((at_a.len(), at_b.len()), (5, 5));
+    // a sends 8 datagrams; the network loses every packet a sends now.
+    let lost: Vec<u64> = (0..8).map(|_| send(&mut a, pb, &mut token)).collect();
+    let mut psns = Vec::new();
+    for _ in 0..50 {
+        let mut dropped = Vec::new();
+        carry(
+            &mut a,
+            a_addr,
+            &mut b,
+            Instant::from_nanos(t),
+            &mut at_b,
+            Some(&mut dropped),
+        );
+        for p in &dropped {
+            let r = Repr::parse(&Packet::new_checked(&p[..]).unwrap()).unwrap();
+            if r.ty == PacketType::Data && !psns.contains(&r.psn) {
+                psns.push(r.psn);
+            }
+        }
+        t += 5_000;
+    }
+    // As many as its credit allows (a young sender's ramps up).
+    assert!(psns.len() >= 4, "a sent {} datagrams", psns.len());
+    let highest = *psns
+        .iter()
+        .max_by_key(|&&p| p.wrapping_sub(psns[0]))
+        .unwrap();
+    // b sends a datagram (it carries an ack); an on-path mutation of it
+    // claims every lost packet acknowledged, with a floor after its PSN.
+    send(&mut b, pa, &mut token);
+    let mut real = Vec::new();
+    carry(
+        &mut b,
+        b_addr,
+        &mut a,
+        Instant::from_nanos(t),
+        &mut at_a,
+        Some(&mut real),
+    );
+    let data = real
+        .iter()
+        .find(|p| {
+            Repr::parse(&Packet::new_checked(&p[..]).unwrap())
+                .unwrap()
+                .ty
+                == PacketType::Data
+        })
+        .expect("b sent DATA")
+        .clone();
+    let mut r = Repr::parse(&Packet::new_checked(&data[..]).unwrap()).unwrap();
+    let ack = r.ack.as_mut().expect("DATA carries an ack");
+    ack.cum = highest.wrapping_add(1);
+    ack.recent = highest;
+    ack.sack_base = ack.cum;
+    ack.sack_bits = 0;
+    r.psn_floor = r.psn.wrapping_add(1);
+    let mut bad = data.clone();
+    r.emit(&mut bad).unwrap();
+    let malformed = a.stats().rx_malformed;
+    assert!(a
+        .handle_datagram(Instant::from_nanos(t), b_addr, &bad)
+        .is_none());
+    assert_eq!(a.stats().rx_malformed, malformed + 1, "not counted");
+    let acked: Vec<u64> = events(&mut a)
+        .into_iter()
+        .filter_map(|e| match e {
+            DgramEvent::Acked { token, .. } => Some(token),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        acked.iter().all(|k| !lost.contains(k)),
+        "a malformed packet acknowledged lost datagrams {acked:?}"
+    );
+    // The real packet, then normal running: every lost datagram is
+    // repaired and arrives once.
+    assert!(a
+        .handle_datagram(Instant::from_nanos(t), b_addr, &data)
+        .is_some());
+    for _ in 0..500 {
+        t += 20_000;
+        let now = Instant::from_nanos(t);
+        carry(&mut a, a_addr, &mut b, now, &mut at_b, None);
+        carry(&mut b, b_addr, &mut a, now, &mut at_a, None);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+        if lost.iter().all(|k| at_b.contains(k)) {
+            break;
+        }
+    }
+    for k in &lost {
+        assert_eq!(
+            at_b.iter().filter(|x| *x == k).count(),
+            1,
+            "datagram {k} not delivered once: {at_b:?}"
+        );
+    }
+}

@@ -83,6 +83,7 @@ fn round_trip_random() {
         } else {
             None
         };
+        let psn = rng.next_u64() as u32;
         let r = Repr {
             ty,
             flags: if bare {
@@ -97,8 +98,13 @@ fn round_trip_random() {
                 PacketType::Hello => 0,
                 _ => rng.next_u64().max(1),
             },
-            psn: rng.next_u64() as u32,
-            psn_floor: rng.next_u64() as u32,
+            psn,
+            // DATA: the floor is never after the PSN (`Repr::parse`).
+            psn_floor: if ty == PacketType::Data {
+                psn.wrapping_sub(rng.below(1 << 31) as u32)
+            } else {
+                rng.next_u64() as u32
+            },
             ack,
             payload_len: match ty {
                 PacketType::Data => rng.below(100) as u16,
@@ -149,6 +155,24 @@ fn rejects_bad_headers() {
         Repr::parse(&Packet::new_unchecked(&b[..])),
         Err(WireError::Truncated)
     );
+    // A DATA floor after its PSN (the sample: PSN 0x0a0b0c0d): one step
+    // after is refused, the PSN itself and 2^31 - 1 before are taken.
+    for (floor, ok) in [
+        (0x0a0b_0c0eu32, false),
+        (0x8a0b_0c0c, false),
+        (0x0a0b_0c0d, true),
+        (0x8a0b_0c0e, true),
+    ] {
+        let mut r = sample();
+        r.psn_floor = floor;
+        let mut b = [0u8; HEADER_LEN + 3];
+        r.emit(&mut b).unwrap();
+        let got = Repr::parse(&Packet::new_unchecked(&b[..]));
+        assert_eq!(got.is_ok(), ok, "floor {floor:#x}: {got:?}");
+        if !ok {
+            assert_eq!(got, Err(WireError::Malformed));
+        }
+    }
     let mut b = buf;
     b[8..16].fill(0); // src_nonce 0
     assert_eq!(

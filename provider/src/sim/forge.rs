@@ -294,8 +294,8 @@ pub fn bytes_of(seed: u64, n: usize) -> Vec<u8> {
 
 /// `PROTOCOL.md` §2 "Validity", written from the document and not from
 /// `Repr::parse`: what the parser must accept. (The handshake record's
-/// `value` ≠ 0, DATA `psn_floor` not after `psn` and DATA `payload_len` ≤
-/// the receiver's max payload are the engine's checks: see `verdict`.)
+/// `value` ≠ 0 and DATA `payload_len` ≤ the receiver's max payload are the
+/// engine's checks: see `verdict`.)
 pub fn spec_parses(b: &[u8]) -> bool {
     let get = |f: Field| f.get(b).unwrap_or(0);
     // Flag bit 7 (MAC): a 16-byte tag between the header and the payload.
@@ -322,8 +322,10 @@ pub fn spec_parses(b: &[u8]) -> bool {
         return false;
     }
     let other = fl & !0x80;
+    let (psn, floor) = (get(Field::Psn) as u32, get(Field::PsnFloor) as u32);
     match ty {
-        1 => true,
+        // DATA: the floor not after the PSN (serial number order).
+        1 => (floor.wrapping_sub(psn) as i32) <= 0,
         2 => ack_present && plen % 8 == 0 && plen <= 504,
         3 => plen == 0 && other == 0 && token != 0,
         4 => plen == 0,
@@ -352,9 +354,11 @@ pub enum Verdict {
 }
 
 /// The verdict for `b`, in the order the engine checks (`PROTOCOL.md` §2,
-/// §3): parsing; a DATA payload within `max_payload` bytes and a handshake
-/// record's `value` ≠ 0; the session check; then a DATA packet's
-/// `psn_floor` not after its `psn`.
+/// §3): parsing (a DATA packet's `psn_floor` not after its `psn` among
+/// its rules); a DATA payload within `max_payload` bytes and a handshake
+/// record's `value` ≠ 0; then the session check. Nothing that fails a
+/// check touches session state, so a malformed packet with the session's
+/// token is dropped like any other.
 pub fn verdict(
     b: &[u8],
     from_peer_ip: bool,
@@ -394,10 +398,6 @@ pub fn verdict(
     };
     if !in_session {
         return Verdict::Forged;
-    }
-    let (psn, floor) = (get(Field::Psn) as u32, get(Field::PsnFloor) as u32);
-    if ty == 1 && (floor.wrapping_sub(psn) as i32) > 0 {
-        return Verdict::Malformed;
     }
     Verdict::InSession
 }

@@ -40,7 +40,7 @@ impl Srd {
         {
             return None;
         }
-        if (h.psn_floor.wrapping_sub(h.psn) as i32) > 0 || !peer.rx.is_new(h.psn, h.psn_floor) {
+        if !peer.rx.is_new(h.psn, h.psn_floor) {
             return None;
         }
         Some((id, pkt.payload_ref()))

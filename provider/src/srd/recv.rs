@@ -393,10 +393,8 @@ impl Srd {
                 None
             }
             PacketType::Data => {
-                if (h.psn_floor.wrapping_sub(h.psn) as i32) > 0 {
-                    ctx.stats.rx_malformed += 1;
-                    return None;
-                }
+                // `Repr::parse` refused a floor after the PSN, before the
+                // session check and before the ack above was applied.
                 peer.rx.advance_floor(h.psn_floor);
                 match peer.rx.on_packet(h.psn, now) {
                     Arrival::New => {

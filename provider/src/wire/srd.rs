@@ -317,7 +317,9 @@ impl Repr {
         }
         let plen = usize::from(p.payload_len());
         let ok = match ty {
-            PacketType::Data => true,
+            // The floor (lowest PSN the sender still cares about) is never
+            // after the packet's own PSN (serial number order).
+            PacketType::Data => (p.psn_floor().wrapping_sub(p.psn()) as i32) <= 0,
             // An ACK's payload is extra SACK bitmap words (see `sack_words`).
             PacketType::Ack => plen % 8 == 0 && plen <= MAX_SACK_EXT_BYTES,
             PacketType::Probe => plen == 0,
