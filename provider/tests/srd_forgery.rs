@@ -502,7 +502,7 @@ fn malformed_in_session_packets_change_nothing() {
     let (mut at_a, mut at_b) = (Vec::new(), Vec::new());
     let mut t = 1_000_000u64;
     let mut token = 0u64;
-    let mut send = |s: &mut Srd, p, token: &mut u64| {
+    let send = |s: &mut Srd, p, token: &mut u64| {
         let k = *token;
         s.send(p, k, 100, &mut |x| x.copy_from_slice(&payload(k, 100)))
             .unwrap();

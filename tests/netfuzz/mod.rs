@@ -359,7 +359,27 @@ impl Gen {
                 }
                 None => (self.forged(t, sport), None),
             },
-            55..=64 => match pick(r) {
+            55..=57 => match newest_data(caught, target) {
+                // A malformed packet with the session's token (a DATA
+                // floor after its PSN) that claims more acknowledged than
+                // the newest real ack did: dropped at parsing. Applied
+                // (as before the floor moved into `Repr::parse`), the
+                // sender took lost datagrams for delivered and the
+                // session stalled on them.
+                Some(o) => {
+                    let mut b = o.clone();
+                    let psn = Field::Psn.get(&b).unwrap_or(0);
+                    Field::PsnFloor.set(&mut b, psn.wrapping_add(1 + r.below(4)) & 0xffff_ffff);
+                    let cum = Field::AckCum.get(&b).unwrap_or(0);
+                    let claim = cum.wrapping_add(1 + r.below(256)) & 0xffff_ffff;
+                    Field::AckCum.set(&mut b, claim);
+                    Field::AckRecent.set(&mut b, claim.wrapping_sub(1) & 0xffff_ffff);
+                    Field::SackBase.set(&mut b, claim);
+                    (b, Some(o))
+                }
+                None => (self.forged(t, sport), None),
+            },
+            58..=64 => match pick(r) {
                 Some(o) => {
                     let mut b = o.clone();
                     if r.chance(0.3) {
@@ -478,6 +498,19 @@ impl Gen {
         }
         f.to_bytes()
     }
+}
+
+/// The newest captured DATA packet to `target` that carries an ack.
+fn newest_data(caught: &VecDeque<(u16, Vec<u8>)>, target: u16) -> Option<Vec<u8>> {
+    caught
+        .iter()
+        .rev()
+        .find(|(d, p)| {
+            *d == target
+                && Field::Type.get(p) == Some(PacketType::Data as u64)
+                && Field::Flags.get(p).is_some_and(|f| f & 0x01 != 0)
+        })
+        .map(|(_, p)| p.clone())
 }
 
 /// Send `pkts` from `sock` to `to` with one `sendmmsg` call (as many as the

@@ -383,6 +383,19 @@ impl Model {
         (!s.is_empty()).then(|| s[(pick % s.len() as u64) as usize].clone())
     }
 
+    /// The newest DATA packet carrying an ack that node `to` received
+    /// from (was sent by) the other node.
+    fn newest_data_with_ack(&self, to: usize) -> Option<Vec<u8>> {
+        self.sim.nodes[1 - to]
+            .sent
+            .iter()
+            .rev()
+            .find(|p| {
+                Field::Type.get(p) == Some(1) && Field::Flags.get(p).is_some_and(|f| f & 1 != 0)
+            })
+            .cloned()
+    }
+
     /// A forged message-layer datagram aimed at node `to`'s receives.
     fn forged_message(&self, to: usize, w: u64) -> Vec<u8> {
         let rts = w & 1 == 1;
@@ -452,13 +465,36 @@ impl Model {
                 let (from, ip) = self.source(to, word(u));
                 self.inject(to, from, ip, &b, Some(&orig));
             }
-            12 => {
+            12 if word(u) & 1 == 0 => {
                 let pick = word(u);
                 let Some(orig) = self.captured(to, pick) else {
                     return;
                 };
                 let (from, ip) = self.source(to, 1 + 3 * below(u, 1 << 20));
                 self.inject(to, from, ip, &orig.clone(), Some(&orig));
+            }
+            12 => {
+                // The newest real DATA with an ack, made malformed (its
+                // floor after its PSN) and claiming more acknowledged than
+                // it did: dropped at parsing, before the ack is read.
+                // Applied (as before the floor rule moved into
+                // `Repr::parse`), the sender took lost datagrams for
+                // delivered and their messages never arrived.
+                let Some(orig) = self.newest_data_with_ack(to) else {
+                    return;
+                };
+                let mut b = orig.clone();
+                let psn = Field::Psn.get(&b).unwrap_or(0);
+                Field::PsnFloor.set(&mut b, psn.wrapping_add(1 + below(u, 4)) & 0xffff_ffff);
+                let claim = Field::AckCum
+                    .get(&b)
+                    .unwrap_or(0)
+                    .wrapping_add(1 + below(u, 64));
+                Field::AckCum.set(&mut b, claim & 0xffff_ffff);
+                Field::AckRecent.set(&mut b, claim.wrapping_sub(1) & 0xffff_ffff);
+                Field::SackBase.set(&mut b, claim & 0xffff_ffff);
+                let (from, ip) = self.source(to, 1 + 3 * below(u, 1 << 20));
+                self.inject(to, from, ip, &b, Some(&orig));
             }
             13 => {
                 // A forged packet of any type: the real peer's nonce or not,
