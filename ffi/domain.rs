@@ -38,7 +38,7 @@ static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     endpoint: Some(ep::endpoint_open),
     scalable_ep: Some(scalable_ep),
     cntr_open: Some(cntr::cntr_open),
-    poll_open: Some(poll_open),
+    poll_open: Some(crate::poll::poll_open),
     stx_ctx: Some(stx_ctx),
     srx_ctx: Some(srx_ctx),
     query_atomic: Some(query_atomic),
@@ -163,13 +163,6 @@ unsafe extern "C" fn scalable_ep(
     _: *mut sys::fi_info,
     _: *mut *mut sys::fid_ep,
     _: *mut c_void,
-) -> c_int {
-    err::ENOSYS
-}
-unsafe extern "C" fn poll_open(
-    _: *mut sys::fid_domain,
-    _: *mut sys::fi_poll_attr,
-    _: *mut *mut sys::fid_poll,
 ) -> c_int {
     err::ENOSYS
 }

@@ -38,10 +38,12 @@ pub mod mr;
 pub mod nosys;
 pub mod obj;
 pub mod params;
+pub mod poll;
 pub mod prov;
 pub mod refs;
 pub mod stats;
 pub mod sys;
 pub mod wait;
+pub mod waitset;
 
 pub use prov::fi_prov_ini;
