@@ -35,6 +35,7 @@ pub mod io;
 pub mod limits;
 pub mod log;
 pub mod mr;
+pub mod nic;
 pub mod nosys;
 pub mod obj;
 pub mod params;
