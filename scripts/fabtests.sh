@@ -17,7 +17,9 @@
 # (127.0.0.1) inside a private PID namespace (unshare --pid --fork
 # --mount-proc, so runfabtests' cleanup, which kills every fi_* process it can
 # see, sees only ours), bounded by --set-limit (default 2400 s); the namespace
-# ends with a kill of every fi_* process left in it. Each test is bounded by
+# ends with a kill of every fi_* process left in it. spray runs with
+# FI_SPRAY_IFACE=lo (the tests name 127.0.0.1; tests without an address then
+# stay on loopback too). Each test is bounded by
 # --timeout (default 120 s, runfabtests' own). spray is a copy of
 # target/release/libspray_fi.so taken at the start (cargo build --release first).
 #
