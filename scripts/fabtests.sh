@@ -5,6 +5,7 @@
 #   scripts/fabtests.sh SRC_DIR [--sets unit,functional,short,standard]
 #                       [--prov "spray,tcp;ofi_rxm"] [--build DIR] [--out DIR]
 #                       [--timeout SECONDS] [--set-limit SECONDS] [--no-build]
+#                       [--no-run --out DIR]
 #
 # SRC_DIR: a libfabric 1.17 source tree (holding fabtests/) or a fabtests tree,
 # for instance from `apt-get source libfabric` (needs a deb-src line) or a
@@ -28,7 +29,8 @@
 # provider (Excluded counts as notrun: tcp;ofi_rxm skips the tests its
 # exclude file in fabtests' test_configs/ofi_rxm names), every failure, and the
 # tests spray fails that the second provider passes. Exit status 0 when there
-# is no such test, 1 otherwise.
+# is no such test, 1 otherwise. --no-run prints the table of the logs an
+# earlier run left in --out (nothing is built or run).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -47,6 +49,7 @@ OUT=""
 TEST_TIMEOUT=120
 SET_LIMIT=2400
 DO_BUILD=1
+DO_RUN=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--sets) SETS="$2"; shift 2 ;;
@@ -56,6 +59,7 @@ while [ $# -gt 0 ]; do
 	--timeout) TEST_TIMEOUT="$2"; shift 2 ;;
 	--set-limit) SET_LIMIT="$2"; shift 2 ;;
 	--no-build) DO_BUILD=0; shift ;;
+	--no-run) DO_RUN=0; DO_BUILD=0; shift ;;
 	-h | --help) usage ;;
 	-*) die "unknown option $1 (--help)" ;;
 	*)
@@ -66,7 +70,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ -n "$SRC" ] || usage
-need_root
+[ "$DO_RUN" -eq 1 ] || [ -n "$OUT" ] || die "--no-run needs --out DIR (the logs of an earlier run)"
+[ "$DO_RUN" -eq 0 ] || need_root
 need_cmd unshare timeout pkg-config python3
 SRC="$(cd "$SRC" && pwd)"
 if [ -f "$SRC/fabtests/configure.ac" ]; then
@@ -89,7 +94,7 @@ BUILD="${BUILD:-$SRC/spray-fabtests-build}"
 BIN="$BUILD/install/bin"
 
 # --- build -----------------------------------------------------------------
-if [ "$DO_BUILD" -eq 1 ] || [ ! -x "$BIN/runfabtests.sh" ]; then
+if [ "$DO_BUILD" -eq 1 ] || { [ "$DO_RUN" -eq 1 ] && [ ! -x "$BIN/runfabtests.sh" ]; }; then
 	need_cmd autoreconf automake libtoolize make cc
 	mkdir -p "$BUILD/obj"
 	log "building fabtests $FT_VERSION against libfabric $LF_VERSION in $BUILD (log: $BUILD/build.log)"
@@ -105,12 +110,12 @@ if [ "$DO_BUILD" -eq 1 ] || [ ! -x "$BIN/runfabtests.sh" ]; then
 		make install
 	} >"$BUILD/build.log" 2>&1 || die "fabtests build failed: tail $BUILD/build.log"
 fi
-[ -x "$BIN/runfabtests.sh" ] || die "no $BIN/runfabtests.sh after the build"
+[ "$DO_RUN" -eq 0 ] || [ -x "$BIN/runfabtests.sh" ] || die "no $BIN/runfabtests.sh after the build"
 
 # --- spray as a provider directory ------------------------------------------
 SO="$SPRAY_ROOT/target/release/libspray_fi.so"
 PROVDIR="$BUILD/spray-provider"
-if [[ ",$PROVS," == *",spray,"* ]]; then
+if [ "$DO_RUN" -eq 1 ] && [[ ",$PROVS," == *",spray,"* ]]; then
 	[ -f "$SO" ] || die "$SO missing: cargo build --release first"
 	mkdir -p "$PROVDIR"
 	# A copy: a rebuild while the sets run does not change what they test.
@@ -143,12 +148,14 @@ run_set() {
 
 IFS=, read -ra SET_LIST <<<"$SETS"
 IFS=, read -ra PROV_LIST <<<"$PROVS"
-for set in "${SET_LIST[@]}"; do
-	for prov in "${PROV_LIST[@]}"; do
-		log "running set $set against $prov"
-		run_set "$prov" "$set" "$OUT/${prov//;/+}.$set.log"
+if [ "$DO_RUN" -eq 1 ]; then
+	for set in "${SET_LIST[@]}"; do
+		for prov in "${PROV_LIST[@]}"; do
+			log "running set $set against $prov"
+			run_set "$prov" "$set" "$OUT/${prov//;/+}.$set.log"
+		done
 	done
-done
+fi
 
 # --- table ---------------------------------------------------------------
 python3 - "$OUT" "$SETS" "$PROVS" <<'EOF'
