@@ -151,6 +151,16 @@ impl Members {
         n
     }
 
+    /// How many objects are watched.
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    /// True when nothing is watched.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// True when a member has something to report (`collect` of one).
     pub fn any_ready(&self) -> bool {
         self.collect(&mut [0usize; 1]) > 0
@@ -259,7 +269,8 @@ unsafe extern "C" fn poll(
             return err::EINVAL;
         }
         p.members.progress();
-        let mut ready = vec![0usize; count as usize];
+        // No more slots than members (count is the application's array size).
+        let mut ready = vec![0usize; (count as usize).min(p.members.len())];
         let n = p.members.collect(&mut ready);
         for (i, c) in ready[..n].iter().enumerate() {
             // SAFETY: context holds count slots (API contract) and i < n <= count.
