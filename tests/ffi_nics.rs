@@ -116,8 +116,8 @@ fn pci_of(dev: &str) -> Option<(u16, u8, u8, u8)> {
         .into_iter()
         .flatten()
     {
-        let sub = std::fs::read_link(c.join("subsystem")).ok()?;
-        if sub.file_name().is_some_and(|n| n == "pci") {
+        let sub = std::fs::read_link(c.join("subsystem"));
+        if sub.is_ok_and(|s| s.file_name().is_some_and(|n| n == "pci")) {
             let n = c.file_name()?.to_string_lossy().into_owned();
             let v: Vec<&str> = n.split(&[':', '.'][..]).collect();
             return Some((
