@@ -11,6 +11,7 @@ use crate::domain::{self, Domain};
 use crate::ep::EpCore;
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
+use crate::waitset::{self, WaitCore};
 use crate::{guard, nosys, sys, wait};
 
 /// Shared state of a counter.
@@ -20,9 +21,10 @@ pub struct CntrCore {
     eps: Mutex<Vec<Arc<EpCore>>>,
     /// Bindings that keep it from closing.
     pub bound: Refs,
-    /// Woken by changes while armed; the FI_GETWAIT fd.
-    wake: wait::Wake,
-    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_YIELD.
+    /// Woken by changes while armed; the FI_GETWAIT fd (its wait set's with
+    /// FI_WAIT_SET).
+    wake: Arc<wait::Wake>,
+    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD or FI_WAIT_SET.
     wait_obj: u32,
 }
 
@@ -52,6 +54,17 @@ impl CntrCore {
         for ep in self.eps.lock().iter() {
             ep.progress();
         }
+    }
+    /// The endpoints bound to it (what a wait or poll set progresses).
+    pub fn endpoints(&self) -> Vec<Arc<EpCore>> {
+        self.eps.lock().clone()
+    }
+    /// Its value and error count.
+    pub fn values(&self) -> (u64, u64) {
+        (
+            self.count.load(Ordering::Acquire),
+            self.errs.load(Ordering::Acquire),
+        )
     }
     fn wait(&self, threshold: u64, timeout_ms: c_int) -> c_int {
         let errs0 = self.errs.load(Ordering::Acquire);
@@ -96,6 +109,8 @@ pub struct Cntr {
     domain: *const Domain,
     /// Shared with the endpoints bound to it.
     pub core: Arc<CntrCore>,
+    /// The wait set it signals (FI_WAIT_SET).
+    set: Option<Arc<WaitCore>>,
 }
 
 static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, Some(control));
@@ -134,18 +149,17 @@ pub unsafe extern "C" fn cntr_open(
             return err::EINVAL;
         }
         // SAFETY: attr NULL or valid.
-        if let Some(a) = unsafe { attr.as_ref() } {
-            if a.events != sys::fi_cntr_events_FI_CNTR_EVENTS_COMP {
-                return err::ENOSYS;
-            }
-            if !wait::supported(a.wait_obj) {
-                return err::ENOSYS;
-            }
+        let a = unsafe { attr.as_ref() };
+        if a.is_some_and(|a| a.events != sys::fi_cntr_events_FI_CNTR_EVENTS_COMP) {
+            return err::ENOSYS;
         }
-        // SAFETY: as above.
-        let wait_obj = unsafe { attr.as_ref() }.map_or(FI_WAIT_UNSPEC, |a| a.wait_obj);
-        let Some(wake) = wait::Wake::new() else {
-            return err::ENOMEM;
+        let (wait_obj, wait_set) = a.map_or((FI_WAIT_UNSPEC, std::ptr::null_mut()), |a| {
+            (a.wait_obj, a.wait_set)
+        });
+        // SAFETY: wait_set is NULL or the application's live wait set.
+        let (wake, set) = match unsafe { waitset::wake_for(wait_obj, wait_set) } {
+            Ok(w) => w,
+            Err(e) => return e,
         };
         let core = Arc::new(CntrCore {
             count: AtomicU64::new(0),
@@ -166,10 +180,18 @@ pub unsafe extern "C" fn cntr_open(
             },
             domain: d,
             core,
+            set,
         };
         d.refs.inc();
-        // SAFETY: cntr is a valid out-pointer.
-        unsafe { *cntr = obj::into_c(obj) };
+        let p: *mut sys::fid_cntr = obj::into_c(obj);
+        // SAFETY: p is the counter just made (the set, if any, watches it from
+        // now); cntr is a valid out-pointer.
+        unsafe {
+            if let Some(s) = &(*(p as *const Cntr)).set {
+                s.attach(obj::fid_of(p));
+            }
+            *cntr = p;
+        }
         0
     })
 }
@@ -190,6 +212,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             None => err::EINVAL,
             Some(c) if c.core.bound.busy() => err::EBUSY,
             Some(c) => {
+                if let Some(s) = &c.set {
+                    s.detach(fid);
+                }
                 // SAFETY: the domain outlives its counters.
                 unsafe { (*c.domain).refs.dec() };
                 // SAFETY: validated; C stops using it now.

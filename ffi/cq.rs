@@ -13,6 +13,7 @@ use crate::domain::{self, Domain};
 use crate::ep::EpCore;
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
+use crate::waitset::{self, WaitCore};
 use crate::{guard, nosys, sys, wait};
 
 /// One successful completion, format-independent.
@@ -59,9 +60,10 @@ pub struct CqCore {
     /// Bindings that keep it from closing.
     pub bound: Refs,
     signaled: AtomicBool,
-    /// Woken by new entries while armed; the FI_GETWAIT fd.
-    wake: wait::Wake,
-    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_YIELD.
+    /// Woken by new entries while armed; the FI_GETWAIT fd (its wait set's
+    /// with FI_WAIT_SET).
+    wake: Arc<wait::Wake>,
+    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD or FI_WAIT_SET.
     wait_obj: u32,
 }
 
@@ -93,6 +95,14 @@ impl CqCore {
         for ep in self.eps.lock().iter() {
             ep.progress();
         }
+    }
+    /// The endpoints bound to it (what a wait or poll set progresses).
+    pub fn endpoints(&self) -> Vec<Arc<EpCore>> {
+        self.eps.lock().clone()
+    }
+    /// True while it holds entries or error entries.
+    pub fn has_entries(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > 0
     }
 
     fn entry_size(&self) -> usize {
@@ -280,6 +290,8 @@ pub struct Cq {
     domain: *const Domain,
     /// Shared with the endpoints bound to it.
     pub core: Arc<CqCore>,
+    /// The wait set it signals (FI_WAIT_SET).
+    set: Option<Arc<WaitCore>>,
 }
 
 static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, Some(control));
@@ -325,11 +337,10 @@ pub unsafe extern "C" fn cq_open(
             | FI_CQ_FORMAT_TAGGED) => f,
             _ => return err::ENOSYS,
         };
-        if !wait::supported(a.wait_obj) {
-            return err::ENOSYS;
-        }
-        let Some(wake) = wait::Wake::new() else {
-            return err::ENOMEM;
+        // SAFETY: wait_set is NULL or the application's live wait set.
+        let (wake, set) = match unsafe { waitset::wake_for(a.wait_obj, a.wait_set) } {
+            Ok(w) => w,
+            Err(e) => return e,
         };
         let depth = if a.size == 0 {
             1024
@@ -359,10 +370,18 @@ pub unsafe extern "C" fn cq_open(
             },
             domain: d,
             core,
+            set,
         };
         d.refs.inc();
-        // SAFETY: cq is a valid out-pointer.
-        unsafe { *cq = obj::into_c(obj) };
+        let p: *mut sys::fid_cq = obj::into_c(obj);
+        // SAFETY: p is the CQ just made (the set, if any, watches it from now);
+        // cq is a valid out-pointer.
+        unsafe {
+            if let Some(s) = &(*(p as *const Cq)).set {
+                s.attach(obj::fid_of(p));
+            }
+            *cq = p;
+        }
         0
     })
 }
@@ -383,6 +402,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             None => err::EINVAL,
             Some(c) if c.core.bound.busy() => err::EBUSY,
             Some(c) => {
+                if let Some(s) = &c.set {
+                    s.detach(fid);
+                }
                 // SAFETY: the domain outlives its CQs (its refs count this one).
                 unsafe { (*c.domain).refs.dec() };
                 // SAFETY: validated; C stops using it now.

@@ -28,6 +28,9 @@ pub struct Domain {
     pub mrs: Arc<mr::MrTable>,
     /// The domain's default job key (`domain_attr->auth_key`), if any.
     pub auth_key: Option<Vec<u8>>,
+    /// Its interface (the info's source address's, else its domain name's):
+    /// where endpoints opened without a source address bind.
+    pub iface: Option<crate::iface::Iface>,
 }
 
 static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
@@ -38,7 +41,7 @@ static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     endpoint: Some(ep::endpoint_open),
     scalable_ep: Some(scalable_ep),
     cntr_open: Some(cntr::cntr_open),
-    poll_open: Some(poll_open),
+    poll_open: Some(crate::poll::poll_open),
     stx_ctx: Some(stx_ctx),
     srx_ctx: Some(srx_ctx),
     query_atomic: Some(query_atomic),
@@ -85,6 +88,17 @@ pub unsafe extern "C" fn domain_open(
                 |a| a.is_ipv6(),
             )
         };
+        // SAFETY: as above; a non-NULL domain name is NUL-terminated.
+        let iface = unsafe {
+            let i = &*info;
+            match crate::addr::read_sockaddr(i.src_addr, i.src_addrlen) {
+                Some(a) if !a.ip().is_unspecified() => crate::iface::owning(a.ip()),
+                _ => dattr.filter(|d| !d.name.is_null()).and_then(|d| {
+                    let name = std::ffi::CStr::from_ptr(d.name).to_string_lossy();
+                    crate::iface::by_name(&name, v6)
+                }),
+            }
+        };
         // SAFETY: auth_key holds auth_key_size bytes (libfabric contract).
         let auth_key =
             match dattr.map(|d| unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) }) {
@@ -109,6 +123,7 @@ pub unsafe extern "C" fn domain_open(
             v6,
             mrs: Arc::new(mr::MrTable::new(mr_mode)),
             auth_key,
+            iface,
         };
         f.refs.inc();
         // SAFETY: dom is a valid out-pointer.
@@ -163,13 +178,6 @@ unsafe extern "C" fn scalable_ep(
     _: *mut sys::fi_info,
     _: *mut *mut sys::fid_ep,
     _: *mut c_void,
-) -> c_int {
-    err::ENOSYS
-}
-unsafe extern "C" fn poll_open(
-    _: *mut sys::fid_domain,
-    _: *mut sys::fi_poll_attr,
-    _: *mut *mut sys::fid_poll,
 ) -> c_int {
     err::ENOSYS
 }

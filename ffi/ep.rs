@@ -170,7 +170,9 @@ pub unsafe extern "C" fn endpoint_open(
             },
             |a| a.is_ipv6(),
         );
-        let Some(chosen) = iface::choose(v6) else {
+        // The domain's interface, else the default one of the family.
+        let domain_iface = d.iface.clone().filter(|i| i.ip.is_ipv6() == v6);
+        let Some(chosen) = domain_iface.or_else(|| iface::choose(v6)) else {
             crate::log::warn("fi_endpoint: IPv6 asked for, but no interface has an IPv6 address");
             return err::EADDRNOTAVAIL;
         };

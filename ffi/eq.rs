@@ -12,6 +12,7 @@ use crate::consts::*;
 use crate::fabric::Fabric;
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
+use crate::waitset::{self, WaitCore};
 use crate::{guard, nosys, sys, wait};
 
 /// An error event (pointers kept as integers so the queue is `Send`).
@@ -43,10 +44,20 @@ pub struct Eq {
     fabric: *const Fabric,
     /// Queued events.
     pub core: Arc<EqCore>,
-    /// Signalled by every write; the FI_GETWAIT fd.
-    wake: wait::Wake,
-    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_YIELD.
+    /// Signalled by every write; the FI_GETWAIT fd (its wait set's with
+    /// FI_WAIT_SET).
+    wake: Arc<wait::Wake>,
+    /// FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD or FI_WAIT_SET.
     wait_obj: u32,
+    /// The wait set it signals (FI_WAIT_SET).
+    set: Option<Arc<WaitCore>>,
+}
+
+impl EqCore {
+    /// True while events or error events are queued.
+    pub fn has_events(&self) -> bool {
+        !self.events.lock().is_empty() || !self.errors.lock().is_empty()
+    }
 }
 
 impl Eq {
@@ -96,15 +107,14 @@ pub unsafe extern "C" fn eq_open(
             return err::EINVAL;
         }
         // SAFETY: attr NULL or valid.
-        if let Some(a) = unsafe { attr.as_ref() } {
-            if !wait::supported(a.wait_obj) {
-                return err::ENOSYS;
-            }
-        }
-        // SAFETY: as above.
-        let wait_obj = unsafe { attr.as_ref() }.map_or(FI_WAIT_UNSPEC, |a| a.wait_obj);
-        let Some(wake) = wait::Wake::new() else {
-            return err::ENOMEM;
+        let (wait_obj, wait_set) = unsafe { attr.as_ref() }
+            .map_or((FI_WAIT_UNSPEC, std::ptr::null_mut()), |a| {
+                (a.wait_obj, a.wait_set)
+            });
+        // SAFETY: wait_set is NULL or the application's live wait set.
+        let (wake, set) = match unsafe { waitset::wake_for(wait_obj, wait_set) } {
+            Ok(w) => w,
+            Err(e) => return e,
         };
         let obj = Eq {
             fid: sys::fid_eq {
@@ -119,10 +129,18 @@ pub unsafe extern "C" fn eq_open(
             core: Arc::new(EqCore::default()),
             wake,
             wait_obj,
+            set,
         };
         f.refs.inc();
-        // SAFETY: eq is a valid out-pointer.
-        unsafe { *eq = obj::into_c(obj) };
+        let p: *mut sys::fid_eq = obj::into_c(obj);
+        // SAFETY: p is the EQ just made (the set, if any, watches it from now);
+        // eq is a valid out-pointer.
+        unsafe {
+            if let Some(s) = &(*(p as *const Eq)).set {
+                s.attach(obj::fid_of(p));
+            }
+            *eq = p;
+        }
         0
     })
 }
@@ -143,6 +161,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             None => err::EINVAL,
             Some(e) if e.core.bound.busy() => err::EBUSY,
             Some(e) => {
+                if let Some(s) = &e.set {
+                    s.detach(fid);
+                }
                 // SAFETY: the fabric outlives its EQs.
                 unsafe { (*e.fabric).refs.dec() };
                 // SAFETY: validated; C stops using it now.

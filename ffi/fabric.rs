@@ -23,7 +23,7 @@ static OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
     domain: Some(domain::domain_open),
     passive_ep: Some(passive_ep),
     eq_open: Some(eq::eq_open),
-    wait_open: Some(wait_open),
+    wait_open: Some(crate::waitset::wait_open),
     trywait: Some(trywait),
     domain2: Some(domain::domain_open2),
 };
@@ -106,14 +106,6 @@ unsafe extern "C" fn passive_ep(
     err::ENOSYS
 }
 
-unsafe extern "C" fn wait_open(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_wait_attr,
-    _: *mut *mut sys::fid_wait,
-) -> c_int {
-    err::ENOSYS
-}
-
 /// `fi_trywait`: 0 when the application may block on every listed object's
 /// wait fd, -FI_EAGAIN when one has entries (read them first).
 unsafe extern "C" fn trywait(
@@ -136,6 +128,8 @@ unsafe extern "C" fn trywait(
                     c.core.trywait()
                 } else if let Some(e) = eq::get(fid) {
                     e.trywait()
+                } else if let Some(w) = crate::waitset::get(fid) {
+                    w.core.trywait()
                 } else {
                     err::EINVAL
                 }

@@ -1,5 +1,6 @@
-//! `getinfo`: what spray offers (RDM and DGRAM over UDP/IPv4) and the full hint
-//! matching — the core does none for us.
+//! `getinfo`: what spray offers (RDM and DGRAM over UDP, one domain per usable
+//! interface, with its `nic` attributes) and the full hint matching — the core
+//! does none for us.
 
 use std::ffi::{CStr, CString};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -254,12 +255,14 @@ fn build_offers(
         want = Some(a.is_ipv6());
     }
     let v6 = want.unwrap_or_else(iface::default_v6);
-    // Local and remote addresses.
-    let Some(mut chosen) = iface::choose(v6) else {
+    // The interfaces (one domain each): FI_SPRAY_IFACE's, else every usable one.
+    let mut cands = iface::usable(v6);
+    if cands.is_empty() {
         log::info("IPv6 asked for, but no interface has an IPv6 address");
         return Ok(Vec::new());
-    };
-    // A domain name in the hints selects that interface (domain = interface).
+    }
+    // A domain name in the hints selects that interface (domain = interface),
+    // loopback included.
     // SAFETY: hint sub-attributes are NULL or valid; a non-NULL name is NUL-terminated.
     let wanted = hints
         .and_then(|h| unsafe { h.domain_attr.as_ref() })
@@ -269,20 +272,23 @@ fn build_offers(
         let name = unsafe { CStr::from_ptr(d.name) }
             .to_string_lossy()
             .into_owned();
-        match iface::list()
-            .into_iter()
-            .find(|i| i.name == name && i.ip.is_ipv6() == v6)
-        {
-            Some(i) => chosen = i,
+        match iface::by_name(&name, v6) {
+            Some(i) => cands = vec![i],
             None => return Ok(Vec::new()),
         }
     }
+    // Local and remote addresses; an unspecified source IP is each interface's.
     let default_port = crate::params::int_or("port", 0, 0, 65535) as u16;
-    let mut src = SocketAddr::new(chosen.ip, default_port);
+    let unspec = if v6 {
+        IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+    };
+    let mut src = SocketAddr::new(unspec, default_port);
     let mut dest = None;
     if flags & FI_SOURCE != 0 || node.is_none() {
         if node.is_some() || service.is_some() {
-            src = node_addr.unwrap_or(SocketAddr::new(chosen.ip, port));
+            src = node_addr.unwrap_or(SocketAddr::new(unspec, port));
         }
     } else {
         dest = node_addr;
@@ -303,73 +309,92 @@ fn build_offers(
         log::info("the destination and the source are of different address families");
         return Ok(Vec::new());
     }
-    if src.ip().is_unspecified() {
-        src.set_ip(chosen.ip);
-    } else if src.ip() != chosen.ip {
+    if !src.ip().is_unspecified() {
+        // A given source address: the interface that owns it, and only it.
         match iface::owning(src.ip()) {
-            Some(i) => chosen = i,
-            None => return Ok(Vec::new()),
+            Some(i) if wanted.is_none() || cands.iter().any(|c| c.name == i.name) => {
+                cands = vec![i]
+            }
+            _ => return Ok(Vec::new()),
         }
-    }
-    let max_dgram = iface::max_datagram(&chosen);
-    let lim = limits::for_datagram(max_dgram);
-    log::info(&format!(
-        "interface {} address {} mtu {} -> max datagram {} B; {} paths",
-        chosen.name,
-        src,
-        chosen.mtu,
-        max_dgram,
-        crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64)
-    ));
-
-    let mut out = Vec::new();
-    for ep_type in [FI_EP_RDM, FI_EP_DGRAM] {
-        let (caps, max_msg, order, tag) = if ep_type == FI_EP_RDM {
-            (RDM_CAPS, lim.rdm_max_msg, FI_ORDER_SAS, u64::MAX)
-        } else {
-            (DGRAM_CAPS, lim.dgram_max_msg, FI_ORDER_NONE, 0)
-        };
-        let mut o = Offer {
-            ep_type,
-            caps,
-            msg_order: order,
-            tx_one_sided: 0,
-            rx_one_sided: 0,
-            max_msg_size: max_msg,
-            inject_size: lim.inject_size.min(max_msg),
-            mem_tag_format: tag,
-            threading: FI_THREAD_SAFE,
-            control_progress: FI_PROGRESS_MANUAL,
-            data_progress: FI_PROGRESS_MANUAL,
-            // Both AV types are served (fi_addr_t is an index either way), so
-            // none is imposed unless asked: see `matches`.
-            av_type: FI_AV_UNSPEC,
-            mr_mode: 0,
-            rma_iov_limit: if caps & FI_RMA != 0 { RMA_IOV_LIMIT } else { 0 },
-            resource_mgmt: FI_RM_ENABLED,
-            tx_op_flags: 0,
-            rx_op_flags: 0,
-            tx_size: queue_size(true),
-            rx_size: queue_size(false),
-            src,
-            dest,
-            iface: chosen.clone(),
-            domain_key: None,
-            ep_key: None,
-        };
-        if let Some(h) = hints {
-            // SAFETY: hints come in the running core's layout; sub-attrs are NULL or valid.
-            if !unsafe { matches(version, h, &mut o) } {
-                continue;
+    } else if let Some(d) = dest {
+        // The interface the kernel would send to the destination from goes first.
+        if let Some(ip) = iface::route_source(d) {
+            if let Some(k) = cands.iter().position(|c| c.ip == ip) {
+                let first = cands.remove(k);
+                cands.insert(0, first);
             }
         }
-        if version < fi_version(1, 5) && o.mr_mode != FI_MR_SCALABLE {
-            // Before 1.5 mr_mode is an enum, BASIC or SCALABLE (FI_MR_UNSPEC
-            // asks the provider to pick); the domain's key table then uses
-            // virtual addresses and provider keys (mr.rs).
-            o.mr_mode = FI_MR_BASIC;
+    }
+
+    let mut out = Vec::new();
+    for chosen in &cands {
+        let src = SocketAddr::new(
+            if src.ip().is_unspecified() {
+                chosen.ip
+            } else {
+                src.ip()
+            },
+            src.port(),
+        );
+        let max_dgram = iface::max_datagram(chosen);
+        let lim = limits::for_datagram(max_dgram);
+        log::info(&format!(
+            "interface {} address {} mtu {} -> max datagram {} B; {} paths",
+            chosen.name,
+            src,
+            chosen.mtu,
+            max_dgram,
+            crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64)
+        ));
+        for ep_type in [FI_EP_RDM, FI_EP_DGRAM] {
+            let (caps, max_msg, order, tag) = if ep_type == FI_EP_RDM {
+                (RDM_CAPS, lim.rdm_max_msg, FI_ORDER_SAS, u64::MAX)
+            } else {
+                (DGRAM_CAPS, lim.dgram_max_msg, FI_ORDER_NONE, 0)
+            };
+            let mut o = Offer {
+                ep_type,
+                caps,
+                msg_order: order,
+                tx_one_sided: 0,
+                rx_one_sided: 0,
+                max_msg_size: max_msg,
+                inject_size: lim.inject_size.min(max_msg),
+                mem_tag_format: tag,
+                threading: FI_THREAD_SAFE,
+                control_progress: FI_PROGRESS_MANUAL,
+                data_progress: FI_PROGRESS_MANUAL,
+                // Both AV types are served (fi_addr_t is an index either way), so
+                // none is imposed unless asked: see `matches`.
+                av_type: FI_AV_UNSPEC,
+                mr_mode: 0,
+                rma_iov_limit: if caps & FI_RMA != 0 { RMA_IOV_LIMIT } else { 0 },
+                resource_mgmt: FI_RM_ENABLED,
+                tx_op_flags: 0,
+                rx_op_flags: 0,
+                tx_size: queue_size(true),
+                rx_size: queue_size(false),
+                src,
+                dest,
+                iface: chosen.clone(),
+                domain_key: None,
+                ep_key: None,
+            };
+            if let Some(h) = hints {
+                // SAFETY: hints come in the running core's layout; sub-attrs are NULL or valid.
+                if !unsafe { matches(version, h, &mut o) } {
+                    continue;
+                }
+            }
+            if version < fi_version(1, 5) && o.mr_mode != FI_MR_SCALABLE {
+                // Before 1.5 mr_mode is an enum, BASIC or SCALABLE (FI_MR_UNSPEC
+                // asks the provider to pick); the domain's key table then uses
+                // virtual addresses and provider keys (mr.rs).
+                o.mr_mode = FI_MR_BASIC;
+            }
+            out.push(o);
         }
-        out.push(o);
     }
     Ok(out)
 }
@@ -659,6 +684,8 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     (ep.auth_key, ep.auth_key_size) = crate::auth::c_copy(o.ep_key.as_deref());
     (dom.auth_key, dom.auth_key_size) = crate::auth::c_copy(o.domain_key.as_deref());
     dom.name = c_dup(&o.iface.name);
+    // The interface's attributes; freed (and duplicated) through its own ops.
+    i.nic = crate::nic::alloc(&o.iface);
     dom.threading = o.threading;
     dom.control_progress = o.control_progress;
     dom.data_progress = o.data_progress;

@@ -1,7 +1,7 @@
 //! Which local interface address (IPv4 or IPv6) endpoints use, and its MTU.
 
 use std::ffi::CStr;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::params;
 
@@ -106,34 +106,73 @@ fn mtu_of(name: &str) -> Option<u32> {
     Some(unsafe { req.ifr_ifru.ifru_mtu } as u32)
 }
 
-/// The interface address endpoints use, of the family asked (`v6`):
-/// `FI_SPRAY_IFACE`'s address of that family, else the first UP non-loopback
-/// interface's, else loopback's. IPv4 falls back to 127.0.0.1 when nothing is
-/// UP; IPv6 gives `None` when no interface has an IPv6 address (IPv6 disabled).
-pub fn choose(v6: bool) -> Option<Iface> {
-    let all: Vec<Iface> = list()
-        .into_iter()
-        .filter(|i| i.ip.is_ipv6() == v6)
-        .collect();
+/// The interfaces getinfo offers a domain for, of the family asked (`v6`),
+/// one entry per interface (its first address of that family), best first:
+/// those `FI_SPRAY_IFACE` names (a comma-separated list, in its order; names
+/// without an UP interface with such an address are skipped with a warning,
+/// and when none is left the default applies), else every UP non-loopback
+/// interface with such an address in the kernel's order, else loopback.
+/// IPv4 falls back to 127.0.0.1 when nothing is UP; IPv6 gives an empty list
+/// when no interface has an IPv6 address (IPv6 disabled).
+pub fn usable(v6: bool) -> Vec<Iface> {
+    let mut all: Vec<Iface> = Vec::new();
+    for i in list().into_iter().filter(|i| i.ip.is_ipv6() == v6) {
+        if !all.iter().any(|a| a.name == i.name) {
+            all.push(i);
+        }
+    }
     let fam = if v6 { "IPv6" } else { "IPv4" };
     if let Some(want) = params::get_str("iface") {
-        if let Some(i) = all.iter().find(|i| i.name == want) {
-            return Some(i.clone());
+        let mut out: Vec<Iface> = Vec::new();
+        for name in want.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match all.iter().find(|i| i.name == name) {
+                Some(i) if !out.contains(i) => out.push(i.clone()),
+                Some(_) => {}
+                None => crate::log::warn(&format!(
+                    "FI_SPRAY_IFACE: no UP interface {name} with an {fam} address"
+                )),
+            }
         }
-        crate::log::warn(&format!(
-            "FI_SPRAY_IFACE={want}: no UP interface of that name with an {fam} address"
-        ));
+        if !out.is_empty() {
+            return out;
+        }
     }
-    let found = all
-        .iter()
-        .find(|i| !i.loopback)
-        .or_else(|| all.iter().find(|i| i.loopback))
-        .cloned();
-    if v6 {
-        found
+    let others: Vec<Iface> = all.iter().filter(|i| !i.loopback).cloned().collect();
+    if !others.is_empty() {
+        return others;
+    }
+    let lo: Vec<Iface> = all.into_iter().filter(|i| i.loopback).collect();
+    if lo.is_empty() && !v6 {
+        vec![loopback_v4()]
     } else {
-        Some(found.unwrap_or_else(loopback_v4))
+        lo
     }
+}
+
+/// The interface endpoints use when nothing names one: the first of `usable`.
+pub fn choose(v6: bool) -> Option<Iface> {
+    usable(v6).into_iter().next()
+}
+
+/// The UP interface `name` with an address of the family asked (its first).
+pub fn by_name(name: &str, v6: bool) -> Option<Iface> {
+    list()
+        .into_iter()
+        .find(|i| i.name == name && i.ip.is_ipv6() == v6)
+}
+
+/// The local address the kernel would send from to reach `dest` (a UDP
+/// `connect`, which sends nothing), if it has a route.
+pub fn route_source(dest: SocketAddr) -> Option<IpAddr> {
+    let s = std::net::UdpSocket::bind(if dest.is_ipv6() {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
+    } else {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
+    })
+    .ok()?;
+    let port = if dest.port() == 0 { 9 } else { dest.port() };
+    s.connect(SocketAddr::new(dest.ip(), port)).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
 }
 
 /// The family used when the application chooses none: IPv6 with `FI_SPRAY_IPV6=1`.

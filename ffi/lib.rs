@@ -35,13 +35,16 @@ pub mod io;
 pub mod limits;
 pub mod log;
 pub mod mr;
+pub mod nic;
 pub mod nosys;
 pub mod obj;
 pub mod params;
+pub mod poll;
 pub mod prov;
 pub mod refs;
 pub mod stats;
 pub mod sys;
 pub mod wait;
+pub mod waitset;
 
 pub use prov::fi_prov_ini;

@@ -21,7 +21,7 @@ enum Kind {
 
 /// (name, type, help). The environment variable is `FI_SPRAY_<NAME>`.
 const PARAMS: &[(&str, Kind, &str)] = &[
-    ("iface", Kind::Str, "Network interface whose address endpoints use: its IPv4 address, or its IPv6 address (not link-local) for IPv6 endpoints (default: first UP non-loopback interface with an address of that family, else loopback)"),
+    ("iface", Kind::Str, "Comma-separated network interfaces getinfo offers a domain for, in that order (unknown names are skipped); endpoints use the interface's IPv4 address, or its IPv6 address (not link-local) for IPv6 endpoints (default: every UP non-loopback interface with an address of that family, else loopback)"),
     ("ipv6", Kind::Int, "1: endpoints use IPv6 (FI_SOCKADDR_IN6) when the application asks for no address format and names no address, as fi_pingpong (whose -6 covers only its control socket); 0 (default): IPv4. FI_SOCKADDR_IN6 hints or an IPv6 node select IPv6 without it"),
     ("port", Kind::Int, "Main UDP port of the first endpoint (0 = ephemeral; later endpoints take the next free port)"),
     ("local_paths", Kind::Int, "Paths to peers on the same host (a loopback address or the endpoint's own IP), 1..paths (default 1: loopback has no ECMP to spray over, and cycling through many sockets costs about 1 us per message)"),

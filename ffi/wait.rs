@@ -20,8 +20,8 @@ use crate::ep::EpCore;
 use crate::io::clock;
 use crate::sys;
 
-/// Wait objects a CQ, counter or EQ can be opened with (FI_WAIT_SET needs
-/// `fi_wait_open`, which spray lacks).
+/// Wait objects a CQ, counter or EQ can be opened with on its own
+/// (`FI_WAIT_SET` joins a wait set: `waitset::wake_for`).
 pub fn supported(wait_obj: u32) -> bool {
     [FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD].contains(&wait_obj)
 }
@@ -144,8 +144,8 @@ impl Waiter {
     }
 
     /// Sleep in ppoll until input on `eps`, a wake-up, the engines' next timer
-    /// or the deadline (at most 100 ms).
-    pub fn sleep(&self, eps: &[Arc<EpCore>], wake: &Wake) {
+    /// or the deadline (at most 100 ms). True when the wake-up fd was signalled.
+    pub fn sleep(&self, eps: &[Arc<EpCore>], wake: &Wake) -> bool {
         let now = clock::now_ns();
         let mut limit = self.deadline.map_or(u64::MAX, |d| d - now);
         let mut fds = Vec::with_capacity(eps.len() + 1);
@@ -182,5 +182,6 @@ impl Waiter {
             )
         };
         wake.drain();
+        fds.last().is_some_and(|p| p.revents & libc::POLLIN != 0)
     }
 }
