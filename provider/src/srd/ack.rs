@@ -27,6 +27,8 @@ impl Peer {
     /// Process an acknowledgement that arrived at `now`.
     /// `ext` holds the extra SACK words of an ACK packet (empty otherwise).
     pub fn on_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, ack: &AckRepr, ext: &[u8]) {
+        // Paths' rates and health may change below.
+        self.paths.touch();
         let span = self.tx.next_send.wrapping_sub(self.tx.una);
         let cum_d = ack.cum.wrapping_sub(self.tx.una);
         if (cum_d as i32) > 0 && cum_d > span {
@@ -185,7 +187,8 @@ impl Peer {
         }
         let p_min_rtt = p.min_rtt_ns;
         if sends == 1 {
-            self.paths.on_flowlet_packet_acked(path, pseq, now);
+            self.paths
+                .on_flowlet_packet_acked(path, pseq, now, u64::from(ack.delay_us) * 1000);
         }
         if sends > 1 && p_min_rtt != u64::MAX && elapsed < p_min_rtt / 2 {
             // Acked sooner than the resent copy could have travelled: the
@@ -275,6 +278,16 @@ impl Peer {
     /// Declare lost what per-path ordering, overdue time or 3 later acks on
     /// the same path show lost; arm the loss timer for the earliest pending case.
     pub fn detect_losses(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        if self.tx.pkts_in_flight == 0 {
+            // Nothing in flight (a receiver reading a piggybacked ack, a
+            // sender between messages): no entry is valid; drop them all
+            // without looking at each path's RTT.
+            for p in &mut self.paths.paths {
+                p.outstanding.clear();
+            }
+            self.timers.stop(Timer::Loss);
+            return;
+        }
         let mut next: Option<Instant> = None;
         let peer_rtt = self.rtt_ns();
         let ack_delay = ctx.p.ack_delay_ns;
@@ -375,6 +388,7 @@ impl Peer {
             return;
         }
         self.tx.retx.push_back(psn);
+        self.paths.touch();
         self.paths.paths[path].on_lost(now, rtt);
         self.cc.on_loss(now, len);
         ctx.stats.lost += 1;
@@ -443,6 +457,7 @@ impl Peer {
                     return false;
                 }
                 let rtt = self.rtt_ns();
+                self.paths.touch();
                 self.paths.paths[pi].probe_unanswered(now, rtt);
                 ctx.stats.tail_hedges += 1;
                 self.mark_lost(ctx, now, psn, false);

@@ -569,8 +569,13 @@ impl Srd {
         if p.tx.outstanding() >= self.queue_limit(p) {
             return Err(SendError::WouldBlock);
         }
-        let mut buf = self.pool.take();
-        fill(&mut buf[..head_len]);
+        let mut buf = if head_len > tx::HEAD_INLINE {
+            let mut b = self.pool.take();
+            fill(&mut b[..head_len]);
+            b
+        } else {
+            Vec::new()
+        };
         self.activate(i);
         if self.peers[i].remote_nonce == 0 {
             // No session yet: the datagram waits for the handshake (one
@@ -590,7 +595,10 @@ impl Srd {
         debug_assert!(slot.state == SlotState::Free);
         slot.state = SlotState::Queued;
         slot.token = token;
-        slot.buf = buf;
+        if buf.is_empty() {
+            fill(&mut slot.head[..head_len]);
+        }
+        slot.buf = core::mem::take(&mut buf);
         slot.len = len;
         slot.body = body;
         slot.sends = 0;

@@ -5,6 +5,7 @@ use crate::muldiv::mul_div;
 use core::time::Duration;
 
 use super::cc::Controller;
+use super::path::Health;
 use super::peer::{Ctx, Params, Peer};
 use super::timer::Timer;
 use super::tx::{SlotState, WINDOW};
@@ -418,6 +419,10 @@ impl Peer {
         let pseq = p.next_seq;
         p.next_seq += 1;
         p.outstanding.push_back((psn, pseq));
+        if p.health != Health::Good {
+            // A suspect path carries one packet (then it is not usable).
+            self.paths.touch();
+        }
         let slot = self.tx.slot_mut(psn);
         slot.state = SlotState::InFlight;
         slot.sent = now;
@@ -447,7 +452,7 @@ impl Peer {
         h.flags |= ctx.p.mac_flag;
         if h.emit(buf).is_ok() {
             if let Some(dst) = buf.get_mut(at..at + head) {
-                dst.copy_from_slice(&slot.buf[..head]);
+                dst.copy_from_slice(slot.head_bytes());
             }
         }
         if idle {

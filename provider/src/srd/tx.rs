@@ -23,15 +23,27 @@ pub enum SlotState {
     Lost,
 }
 
+/// Longest head kept in the slot itself, bytes: the message layer's
+/// headers (40 bytes, 56 with an RMA sub-header) in front of a deferred
+/// body, or a whole small datagram.
+pub const HEAD_INLINE: usize = 56;
+
 /// One datagram the sender owns until it is acked or failed.
 pub struct Slot {
     /// State.
     pub state: SlotState,
     /// The caller's token.
     pub token: u64,
-    /// Payload buffer (from the pool, full capacity; the payload is `buf[..len]`).
+    /// The head (the payload but a deferred body) when it fits
+    /// `HEAD_INLINE` bytes, `buf` then empty. Rendezvous data at MTU 1500
+    /// is a 40-byte head per packet: kept in a pool buffer of its own,
+    /// writing it at queueing and reading it at sending missed the cache
+    /// twice a packet (137 ns of the sender's ~1.8 us in a profile).
+    pub head: [u8; HEAD_INLINE],
+    /// Payload buffer (from the pool, full capacity; the payload is
+    /// `buf[..len]`), for heads longer than `HEAD_INLINE`; else empty.
     pub buf: Vec<u8>,
-    /// Payload length, bytes (head in `buf` plus the deferred body).
+    /// Payload length, bytes (the head plus the deferred body).
     pub len: usize,
     /// The end of the payload that is not in `buf`: the layer above supplies
     /// it at each transmission (`Transmit::body`; length 0 = all in `buf`),
@@ -55,6 +67,18 @@ pub struct Slot {
     pub delivered_at: Instant,
 }
 
+impl Slot {
+    /// The head: `len - body.len` bytes, inline or in `buf`.
+    pub fn head_bytes(&self) -> &[u8] {
+        let n = self.len - self.body.len;
+        if self.buf.is_empty() {
+            &self.head[..n.min(HEAD_INLINE)]
+        } else {
+            &self.buf[..n]
+        }
+    }
+}
+
 /// What a slot not yet allocated reads as.
 static EMPTY: Slot = Slot::empty();
 
@@ -63,6 +87,7 @@ impl Slot {
         Slot {
             state: SlotState::Free,
             token: 0,
+            head: [0; HEAD_INLINE],
             buf: Vec::new(),
             len: 0,
             body: Deferred {

@@ -1,0 +1,72 @@
+//! Unit tests of the path set's flowlet sizing (`PathSet::on_flowlet_*`).
+
+use super::*;
+
+const US: u64 = 1_000;
+
+fn at(us: u64) -> Instant {
+    Instant::from_nanos(1_000_000_000 + us * US)
+}
+
+/// A path set whose paths all measured a 40 µs base RTT.
+fn paths() -> PathSet {
+    let mut s = PathSet::new(4);
+    for p in &mut s.paths {
+        p.on_rtt(40 * US, true);
+    }
+    s
+}
+
+/// One flowlet of `n` packets on `path`, sent 1 µs apart from `t0`;
+/// packet k acked at `acks[k].0` µs by an ack whose receiver held its
+/// newest packet `acks[k].1` µs.
+fn flowlet(s: &mut PathSet, path: u8, seq: &mut u64, t0: u64, acks: &[(u64, u64)]) {
+    let first = *seq;
+    // A new flowlet forgets the path's previous one (as `pick_flowlet`).
+    s.paths[usize::from(path)].flow = None;
+    for k in 0..acks.len() as u64 {
+        s.on_flowlet_sent(path, first + k, at(t0 + k));
+    }
+    *seq += acks.len() as u64;
+    for (k, &(t, hold)) in acks.iter().enumerate() {
+        s.on_flowlet_packet_acked(path, first + k as u64, at(t), hold * US);
+    }
+}
+
+/// A flowlet whose packets arrived together but were acked 200 µs apart
+/// because the receiving host read them in two slices (its hold time says
+/// so) did not queue on its path: the cap does not shrink. The same spread
+/// with no hold (the packets arrived 200 µs apart: a queue on the path)
+/// halves it.
+#[test]
+fn a_receiver_reading_in_slices_is_no_queue() {
+    let mut s = paths();
+    let mut seq = 0;
+    let cap0 = s.flowlet_cap();
+    flowlet(&mut s, 0, &mut seq, 0, &[(100, 0), (300, 200)]);
+    assert!(s.flowlet_cap() >= cap0, "{} < {cap0}", s.flowlet_cap());
+    let cap1 = s.flowlet_cap();
+    flowlet(&mut s, 1, &mut seq, 400, &[(500, 0), (700, 0)]);
+    assert_eq!(s.flowlet_cap(), (cap1 / 2).max(1));
+}
+
+/// Halved down to one packet, flowlets of one packet give no spread to
+/// measure; each counts as tight, so the cap grows back (before, a cap of
+/// one was kept for good and a fast stream went on at one path pick per
+/// packet, a third of its rate).
+#[test]
+fn a_cap_of_one_packet_grows_back() {
+    let mut s = paths();
+    let mut seq = 0;
+    let mut t = 0;
+    for _ in 0..8 {
+        flowlet(&mut s, 0, &mut seq, t, &[(t + 100, 0), (t + 400, 0)]);
+        t += 500;
+    }
+    assert_eq!(s.flowlet_cap(), 1);
+    for _ in 0..6 {
+        flowlet(&mut s, 2, &mut seq, t, &[(t + 50, 0)]);
+        t += 100;
+    }
+    assert!(s.flowlet_cap() >= 4, "cap {}", s.flowlet_cap());
+}
