@@ -158,8 +158,18 @@ fn calloc<T>() -> *mut T {
 
 /// A new `fid_nic` for `iface` (NULL when memory runs out), freed by
 /// `fi_freeinfo` through our `close`.
+///
+/// The PCI location is reported only with `FI_SPRAY_NIC_PCI=1`: MPICH
+/// (`MPIDI_OFI_init_multi_nic`) looks every `FI_BUS_PCI` nic up in its own
+/// hwloc topology and asserts it is there, so a build whose hwloc sees no
+/// PCI devices (the PyPI wheel's), or a nic whose function hwloc filters
+/// out, aborts every rank in `MPI_Init`. Vendor, device and driver stay.
 pub fn alloc(iface: &Iface) -> *mut sys::fid_nic {
-    build(&NicInfo::read(&iface.name, iface.mtu))
+    let mut n = NicInfo::read(&iface.name, iface.mtu);
+    if crate::params::int_or("nic_pci", 0, 0, 1) != 1 {
+        n.pci = None;
+    }
+    build(&n)
 }
 
 /// A new `fid_nic` holding `n`.
