@@ -99,9 +99,13 @@ OUT=$(cd "$OUT" && pwd)
 TSV=$OUT/results.tsv
 : >"$TSV"
 
-cleanup() {
+# What a run.sh stopped by STAGE_TIMEOUT left in the hosts (only these harnesses start
+# processes in the namespaces of this prefix), then the testbed.
+teardown() {
+    bash "$HOSTS_SH" get N >/dev/null 2>&1 && hosts_reap "$(bash "$HOSTS_SH" get N)" >/dev/null 2>&1
     bash "$HOSTS_SH" down >/dev/null 2>&1
 }
+cleanup() { teardown; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -250,7 +254,7 @@ for f in $FAULTS; do
     say "$f: $ev"
     echo "#evidence $f $ev" >>"$TSV"
     echo "#stage_secs $f $(($(date +%s) - t0))" >>"$TSV"
-    bash "$HOSTS_SH" down >/dev/null 2>&1
+    teardown
 done
 echo "#meta load_end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$TSV"
 echo "#meta total_secs $(($(date +%s) - t_all))" >>"$TSV"
