@@ -28,6 +28,15 @@ MPI_HOSTS=${MPI_HOSTS:-0}
 HOSTS_SH=$REPO/scripts/hosts.sh
 RSH_AGENT=$REPO/scripts/netns-rsh
 export SPRAY_HOSTS_PREFIX=${SPRAY_HOSTS_PREFIX:-sprh-}
+# MPI_YIELD=1: ranks waiting for a message give their CPU away (sched_yield) instead of
+# spinning through their time slice: OpenMPI mpi_yield_when_idle 1, Intel MPI
+# I_MPI_THREAD_YIELD=3 (sched_yield) after I_MPI_SPIN_COUNT=10 polls; MPICH already yields
+# after MPIR_CVAR_POLLS_BEFORE_YIELD (1000) polls. What a real oversubscribed node wants: the
+# namespace hosts share this machine's CPUs, which no MPI can see (OpenMPI turns it on by
+# itself when it knows it has more ranks than slots). Seen on 2 CPUs, 4 hosts x 1 rank: Intel
+# MPI's 4-byte IMB Allreduce 7.6-10 ms per call without, 0.23-0.27 ms with. auto (default):
+# on in hosts mode when the job has more ranks than this machine has CPUs; 0: never.
+MPI_YIELD=${MPI_YIELD:-auto}
 
 # hosts_missing N -> prints why N testbed hosts cannot be used (empty if they can)
 hosts_missing() {
@@ -60,16 +69,17 @@ hosts_reap() {
     done
 }
 
-# fabric_snapshot -> packets so far on each ECMP link, both directions (JSON)
+# fabric_snapshot -> packets so far on each ECMP link, both directions (JSON); in the incast
+# topology (hosts.sh up --topo incast) on each switch port, to the host and from it
 fabric_snapshot() { bash "$HOSTS_SH" counters --json; }
 
 # fabric_delta BEFORE AFTER -> "TOTAL LINKS_USED l0=a/b l1=..." (packets r1->r2 / r2->r1 in
-# between; a link counts as used with at least 10 packets)
+# between; a link counts as used with at least 10 packets; incast: h0=to/from ... per port)
 fabric_delta() {
     python3 -c '
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-d = {k: (b[k]["r1_to_r2"] - a[k]["r1_to_r2"], b[k]["r2_to_r1"] - a[k]["r2_to_r1"]) for k in b}
+d = {k: tuple(y - x for x, y in zip(a[k].values(), b[k].values())) for k in b}
 print(sum(x + y for x, y in d.values()), sum(1 for x, y in d.values() if x + y >= 10),
       " ".join("%s=%d/%d" % (k, x, y) for k, (x, y) in sorted(d.items())))' "$1" "$2"
 }
@@ -144,6 +154,15 @@ mpi_launch() {
     local kv
     for kv in "${fienv[@]}"; do ompix+=(-x "$kv"); done
     local to=(timeout -k 10 "$LAUNCH_TIMEOUT")
+    local yield=$MPI_YIELD yield_ompi=() yield_impi=()
+    if [ "$yield" = auto ]; then
+        yield=0
+        [ "$nh" -gt 0 ] && [ "$np" -gt "$(nproc)" ] && yield=1
+    fi
+    if [ "$yield" = 1 ]; then
+        yield_ompi=(--mca mpi_yield_when_idle 1)
+        yield_impi=(I_MPI_THREAD_YIELD=3 I_MPI_SPIN_COUNT=10)
+    fi
     # hosts mode: slots per host, and the launchers' remote-start and placement options
     local slots=$(((np + nh - 1) / (nh > 0 ? nh : 1))) hostopts_ompi=() hostopts_hydra=() ompi_hosts
 
@@ -167,7 +186,7 @@ mpi_launch() {
             --mca btl_ofi_mode 0 --mca osc rdma)
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
             --mca mtl_ofi_provider_include "$prov" "${osc[@]}"
-            --mca oob_tcp_if_include "$iface" --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+            --mca oob_tcp_if_include "$iface" --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}" "${yield_ompi[@]}")
         [ "$nh" -gt 0 ] && LAUNCH+=("${hostopts_ompi[@]}" --mca plm_rsh_agent "$RSH_AGENT")
         # OMPI4_FABRIC_DIR=<dir>: load that libfabric.so.1 instead of Debian's 1.17
         [ -n "${OMPI4_FABRIC_DIR:-}" ] && LAUNCH+=(-x LD_LIBRARY_PATH="$OMPI4_FABRIC_DIR")
@@ -184,7 +203,7 @@ mpi_launch() {
         LAUNCH=("${to[@]}" mpirun.openmpi -np "$np" --oversubscribe --mca pml ob1 --mca btl ofi,self
             --mca btl_ofi_provider_include "$prov" --mca btl_ofi_mode "${BTL_OFI_MODE:-1}"
             --mca osc "${OMPI_BTL_OSC:-pt2pt}" --mca oob_tcp_if_include "$iface" --mca bml_base_verbose 10 --mca btl_base_verbose 10
-            -x LD_LIBRARY_PATH="$FABRIC2_DIR" "${ompix[@]}")
+            -x LD_LIBRARY_PATH="$FABRIC2_DIR" "${ompix[@]}" "${yield_ompi[@]}")
         [ "$nh" -gt 0 ] && LAUNCH+=("${hostopts_ompi[@]}" --mca plm_rsh_agent "$RSH_AGENT")
         VERIFY_RE='Using ofi btl for send to'
         REJECT_RE='Using (vader|sm|tcp|uct|smcuda) btl'
@@ -195,7 +214,7 @@ mpi_launch() {
         LAUNCH=("${to[@]}" "$VENV_OMPI5/bin/mpirun" -np "$np" --oversubscribe --mca pml cm --mca mtl ofi
             --mca mtl_ofi_provider_include "$prov" --mca btl ofi,self --mca btl_ofi_provider_include "$prov"
             --mca btl_ofi_mode "${BTL_OFI_MODE:-1}" --mca osc rdma
-            --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}")
+            --mca pml_base_verbose 10 --mca mtl_base_verbose 10 "${ompix[@]}" "${yield_ompi[@]}")
         # PRRTE (the launcher of OpenMPI 5) names its remote agent plm_ssh_agent
         [ "$nh" -gt 0 ] && LAUNCH+=("${hostopts_ompi[@]}" --prtemca plm_ssh_agent "$RSH_AGENT"
             --prtemca oob_tcp_if_include h0)
@@ -224,7 +243,7 @@ mpi_launch() {
         [ "$nh" -gt 0 ] && impienv=(I_MPI_HYDRA_BOOTSTRAP=ssh I_MPI_HYDRA_BOOTSTRAP_EXEC="$RSH_AGENT" I_MPI_PIN=0)
         LAUNCH=("${to[@]}" env PATH="$VENV_IMPI/bin:$PATH" LD_LIBRARY_PATH="$fab:$VENV_IMPI/lib"
             I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt I_MPI_OFI_PROVIDER="$prov" I_MPI_HYDRA_IFACE="$iface"
-            I_MPI_DEBUG=5 "${impienv[@]}" "${fienv[@]}" "$VENV_IMPI/bin/mpirun" -n "$np" "${hostopts_hydra[@]}")
+            I_MPI_DEBUG=5 "${impienv[@]}" "${yield_impi[@]}" "${fienv[@]}" "$VENV_IMPI/bin/mpirun" -n "$np" "${hostopts_hydra[@]}")
         VERIFY_RE="libfabric provider: $prov"
         VERIFY2_RE='MPI startup\(\): I_MPI_FABRICS=ofi$'
         REJECT_RE='I_MPI_FABRICS=shm|libfabric provider: (shm|psm3|verbs)' ;;

@@ -19,13 +19,19 @@
 #      refreshed from target/release/libspray_fi.so when that is newer),
 #      LAUNCH_TIMEOUT (s per launch, default 240), IMPI_FABRIC=deb|wheel,
 #      OMPI4_FABRIC_DIR, P2P_ARGS (p2p arguments, replacing the per-provider default),
-#      SPRAY_HOSTS_PREFIX (hosts mode: the testbed's prefix, default sprh-).
+#      SPRAY_HOSTS_PREFIX (hosts mode: the testbed's prefix, default sprh-),
+#      MPI_LOG_DIR (where the logs go, default mpi-tests/logs), SPRAY_STATS_DIR (spray
+#      only: each launch's ranks write FI_SPRAY_STATS dumps to DIR/<mpi>-<test>-<pid>.jsonl,
+#      every FI_SPRAY_STATS_MS (default 2000) and at close; the result line then ends with
+#      their totals, e.g. [spray eps=4 closed=4 rto=0 tlp=20 retx=3 ...], from spraystats.py),
+#      MPI_YIELD (auto|1|0, see lib.sh: ranks yield their CPU while waiting; auto = in hosts
+#      mode with more ranks than CPUs).
 # Exit status: 0 if everything run passed (skips allowed), 1 otherwise, 2 on usage or
 # when the MPI, the provider library or the hosts cannot be had.
 set -u
 . "$(dirname "$0")/lib.sh"
 
-MPI_PPN=${MPI_PPN:-1} MPI_HOSTS_UP=${MPI_HOSTS_UP:-0}
+MPI_PPN=${MPI_PPN:-1} MPI_HOSTS_UP=${MPI_HOSTS_UP:-0} TOPO=ecmp
 while getopts "H:P:U" o; do
     case $o in
     H) MPI_HOSTS=$OPTARG ;;
@@ -36,7 +42,7 @@ while getopts "H:P:U" o; do
 done
 shift $((OPTIND - 1))
 if [ $# -lt 2 ]; then
-    sed -n '2,26p' "$0"
+    sed -n '2,32p' "$0"
     exit 2
 fi
 [[ $MPI_HOSTS =~ ^(0|[2-8])$ ]] || { echo "run.sh: -H must be 2..8" >&2; exit 2; }
@@ -83,6 +89,9 @@ if [ "$MPI_HOSTS" -gt 0 ]; then
         echo "run.sh: cannot run $MPI on $MPI_HOSTS hosts: $why" >&2
         exit 2
     fi
+    # ecmp: the K-link fabric; incast: the hosts behind one switch (no links to spray over)
+    TOPO=$(bash "$HOSTS_SH" get TOPO)
+    [ "$TOPO" = incast ] && HOSTS_TAG+=" (incast)"
 fi
 
 PROVDIR=${PROVDIR:-}
@@ -149,8 +158,14 @@ if ! mpi_build "$MPI"; then
 fi
 mpi_launch "$MPI" "$PROV" "$PROVDIR" "$NP"
 
-LOGDIR=$MT_DIR/logs
+LOGDIR=${MPI_LOG_DIR:-$MT_DIR/logs}
 mkdir -p "$LOGDIR"
+STATS_DIR=""
+if [ "$PROV" = spray ] && [ -n "${SPRAY_STATS_DIR:-}" ]; then
+    STATS_DIR=$SPRAY_STATS_DIR
+    mkdir -p "$STATS_DIR"
+    export FI_SPRAY_STATS_MS=${FI_SPRAY_STATS_MS:-2000}
+fi
 pass=0 fail=0 skip=0
 t_all=$(date +%s)
 for t in "${TESTS[@]}"; do
@@ -174,6 +189,12 @@ for t in "${TESTS[@]}"; do
         echo "SKIP $t (IMB comes with the impi wheel only)"; skip=$((skip + 1)); continue
     fi
     log=$LOGDIR/$MPI-$PROV-np$NP${HOSTS_TAG:+-h$MPI_HOSTS}-$t.log
+    if [ -n "$STATS_DIR" ]; then
+        # this launch's own dump files (the ranks expand %p); the launch line carries it
+        rm -f "$STATS_DIR/$MPI-$t-"*.jsonl
+        export FI_SPRAY_STATS=$STATS_DIR/$MPI-$t-%p.jsonl
+        mpi_launch "$MPI" "$PROV" "$PROVDIR" "$NP"
+    fi
     t0=$(date +%s.%N)
     # The launch runs in its own session so that any rank a timed-out or crashed
     # launcher leaves behind is found (by session id) and stopped afterwards.
@@ -212,15 +233,20 @@ for t in "${TESTS[@]}"; do
         verdict=FAIL why="another transport was used: $(grep -aEm1 "$REJECT_RE" "$log")"
     elif [ "$MPI_HOSTS" -gt 0 ] && [ "$fab_total" -lt 100 ]; then
         verdict=FAIL why="only $fab_total packets crossed the ECMP fabric: the ranks did not talk across hosts"
-    elif [ "$MPI_HOSTS" -gt 0 ] && [ "$PROV" = spray ] && [ "$fab_links" -lt 2 ]; then
+    elif [ "$MPI_HOSTS" -gt 0 ] && [ "$PROV" = spray ] && [ "$fab_links" -lt 2 ] && [ "$TOPO" = ecmp ]; then
         verdict=FAIL why="spray used $fab_links ECMP link(s) of $(bash "$HOSTS_SH" get LINKS): no spraying ($fabric)"
+    fi
+    stats=""
+    if [ -n "$STATS_DIR" ]; then
+        stats=$(python3 "$MT_DIR/spraystats.py" "$STATS_DIR/$MPI-$t-"*.jsonl 2>&1)
+        echo "# spray statistics ($STATS_DIR/$MPI-$t-*.jsonl): $stats" >>"$log"
     fi
     case $verdict in
     PASS) pass=$((pass + 1)) ;;
     FAIL) fail=$((fail + 1)) ;;
     SKIP) skip=$((skip + 1)) ;;
     esac
-    echo "$verdict $MPI/$PROV np=$NP$HOSTS_TAG $t (${dt}s)${why:+: $why}${fabric:+ [fabric $fabric]}"
+    echo "$verdict $MPI/$PROV np=$NP$HOSTS_TAG $t (${dt}s)${why:+: $why}${fabric:+ [fabric $fabric]}${stats:+ [spray $stats]}"
     if [ "$verdict" = FAIL ]; then
         echo "  log: $log"
         grep -aE 'FAIL|Fatal|[Aa]bort|Segmentation|signal [0-9]|BAD TERMINATION|rror:' "$log" | grep -v '^+ ' | head -8 | sed 's/^/  | /'

@@ -14,11 +14,13 @@ PY=${PYTHON:-python3}
 WITH_MPI4PY=1
 [ "${1:-}" = --no-mpi4py ] && WITH_MPI4PY=0
 
+# ping: scripts/hosts.sh checks every testbed it builds with a DF ping (hosts mode, run.sh -H);
+# a minimal Debian 12 has no iputils-ping
 if ! command -v mpirun.openmpi >/dev/null || ! command -v mpicc.openmpi >/dev/null ||
-    ! command -v fi_info >/dev/null || ! command -v cc >/dev/null; then
+    ! command -v fi_info >/dev/null || ! command -v cc >/dev/null || ! command -v ping >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq openmpi-bin libopenmpi-dev libfabric-bin gcc make >/dev/null
+    apt-get install -y -qq openmpi-bin libopenmpi-dev libfabric-bin gcc make iputils-ping >/dev/null
 fi
 
 venv() { # venv DIR PIP-ARGS...

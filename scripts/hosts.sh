@@ -13,10 +13,24 @@
 # IP, protocol, src/dst port), ignore_routes_with_linkdown=1 (a link taken down by
 # `bad flap` is routed around in both directions).
 #
+# --topo incast: the same hosts (names, addresses, h0) behind one switch instead, for incast
+# (as experiments/testbed.sh builds it, with MPI's hostnames and launch agent):
+#
+#   h0 --\                   every host's downlink (switch SW -> host, SW's rh<I>) is a
+#   h1 ---- SW (PREFIXsw)      bottleneck: TBF at --rate (default 500mbit) with a shallow
+#   h2 --/                     buffer --buf (default 65536 bytes); uplinks are unshaped, so
+#                              the senders of a fan-in (alltoall, gather) burst into it
+#
+# SW: rh<I> 198.18.<I+1>.1/24, ip_forward=1, rp_filter=0. --rx LIST (comma list of host
+# indices, default all) shapes only those hosts' downlinks. No ECMP links: path and bad
+# refuse; loss, drops, exec work as on the fabric; counters show the switch's ports.
+#
 # Usage: scripts/hosts.sh COMMAND [ARGS]
 #   up N [--links K] [--mtu 1500|9000] [--rate RATE] [--buf BYTES] [--loss PCT]
-#        [--tcp-ports LO-HI] [--offloads on|off]
+#        [--tcp-ports LO-HI] [--offloads on|off] [--topo ecmp|incast] [--rx all|LIST]
 #                        build N hosts (2..8) over K links (2..8, default 4); tears down first.
+#                        --topo incast: behind one switch instead (see above; --rate and
+#                        --buf then shape the switch's downlinks, --rx which ones).
 #                        --mtu on every veth end of every path (default 1500). --rate: TBF
 #                        on both directions of every ECMP link (e.g. 1gbit; buffer --buf,
 #                        default 262144). --loss: random loss into every host (see loss).
@@ -28,11 +42,14 @@
 #   check                a DF ping of MTU-28 bytes from h0 to every host (up runs it)
 #   addr I | ns I        host I's address | namespace name
 #   get KEY              a setting of the testbed that is up: N LINKS MTU RATE BUF OFFLOADS
-#                        TCP_PORTS (exit 1 if none is up)
+#                        TCP_PORTS TOPO RX (exit 1 if none is up)
 #   exec I CMD...        run CMD in host I (its namespace and hostname)
 #   path I J SPORT [DPORT] [udp|tcp]
 #                        the ECMP link R1 (or R2) picks for that flow, from `ip route get`
 #   counters [--json]    packets per ECMP link and direction; UDP in/dropped per host
+#                        (incast: per switch port, to the host and from it)
+#   qdisc [--json]       incast: per shaped downlink, packets sent, dropped (buffer full) and
+#                        overlimits of its TBF; ecmp: the same per shaped link (R1 and R2)
 #   drops                totals over the hosts: UDP_IN UDP_DROPPED TCP_DROPPED (loss rules)
 #   loss PCT [--tcp-ports LO-HI]
 #                        drop PCT % (up to 2 decimals; 0 removes) of UDP arriving at every
@@ -48,9 +65,10 @@
 #                        down (default): the link loses carrier and both routers route
 #                        around it at once; blackhole: it silently drops data (as bad drop 100)
 #   bad clear            undo every bad ... (stops flapping, restores shaping)
+#   bad counts           packets each bad drop rule dropped so far, per link: l<K> DROPPED
 #
 # Environment: SPRAY_HOSTS_PREFIX (default sprh-) names everything: namespaces PREFIXh<I>,
-# PREFIXr1, PREFIXr2. Two testbeds with different prefixes run side by side.
+# PREFIXr1, PREFIXr2 (incast: PREFIXsw). Two testbeds with different prefixes run side by side.
 set -euo pipefail
 
 P="${SPRAY_HOSTS_PREFIX:-sprh-}"
@@ -60,6 +78,7 @@ P="${SPRAY_HOSTS_PREFIX:-sprh-}"
 }
 R1="${P}r1"
 R2="${P}r2"
+SW="${P}sw"
 STATE_DIR=/run/spray-hosts
 STATE="$STATE_DIR/${P}env"
 LOCK="/run/lock/spray-hosts-${P}lock"
@@ -76,17 +95,22 @@ nsx() {
 }
 host_ns() { echo "${P}h$1"; }
 host_addr() { echo "198.18.$(($1 + 1)).2"; }
-# The router host I hangs off: R1 for even I, R2 for odd I.
-host_router() { if (($1 % 2 == 0)); then echo "$R1"; else echo "$R2"; fi; }
+# The router host I hangs off: R1 for even I, R2 for odd I (incast: the switch).
+host_router() {
+	if [ "${TOPO:-ecmp}" = incast ]; then
+		echo "$SW"
+	elif (($1 % 2 == 0)); then echo "$R1"; else echo "$R2"; fi
+}
 # Our namespaces only: PREFIXh<digits>, PREFIXr1, PREFIXr2 (another prefix never matches).
 all_ns() {
 	ip netns list 2>/dev/null | awk -v p="$P" '{ n = $1; if (index(n, p) != 1) next
-		r = substr(n, length(p) + 1); if (r ~ /^(h[0-9]+|r1|r2)$/) print n }'
+		r = substr(n, length(p) + 1); if (r ~ /^(h[0-9]+|r1|r2|sw)$/) print n }'
 }
 
-# State of the testbed that is up: N LINKS MTU RATE BUF OFFLOADS TCP_PORTS.
+# State of the testbed that is up: N LINKS MTU RATE BUF OFFLOADS TCP_PORTS TOPO RX.
 load_state() {
 	[ -f "$STATE" ] || die "no testbed with prefix $P is up (hosts.sh up N)"
+	TOPO=ecmp RX=all # state written before --topo existed
 	# shellcheck disable=SC1090 # written by save_state below
 	. "$STATE"
 }
@@ -100,6 +124,8 @@ RATE=$RATE
 BUF=$BUF
 OFFLOADS=$OFFLOADS
 TCP_PORTS=$TCP_PORTS
+TOPO=$TOPO
+RX=$RX
 EOF
 }
 
@@ -224,8 +250,8 @@ up() {
 	N="${1:-}"
 	[[ "$N" =~ ^[2-8]$ ]] || die "up: N must be 2..8"
 	shift
-	LINKS=4 MTU=1500 RATE=none BUF=262144 OFFLOADS="" TCP_PORTS=""
-	local loss=0 i k ns r nh1 nh2 addr
+	LINKS=4 MTU=1500 RATE="" BUF="" OFFLOADS="" TCP_PORTS="" TOPO=ecmp RX=all
+	local loss=0 i k
 	while [ "$#" -gt 0 ]; do
 		[ "$#" -ge 2 ] || die "up: $1 needs a value"
 		case "$1" in
@@ -236,10 +262,24 @@ up() {
 		--loss) loss="$2" ;;
 		--tcp-ports) TCP_PORTS="$2" ;;
 		--offloads) OFFLOADS="$2" ;;
+		--topo) TOPO="$2" ;;
+		--rx) RX="$2" ;;
 		*) die "up: unknown option $1" ;;
 		esac
 		shift 2
 	done
+	[[ "$TOPO" =~ ^(ecmp|incast)$ ]] || die "--topo ecmp or incast"
+	# incast: a bottleneck by default, with a shallow buffer (experiments/testbed.sh's 64 KiB)
+	if [ "$TOPO" = incast ]; then
+		: "${RATE:=500mbit}" "${BUF:=65536}"
+		if [ "$RX" != all ]; then
+			[[ "$RX" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--rx all or a comma list of host indices"
+			for i in ${RX//,/ }; do [ "$i" -lt "$N" ] || die "--rx: no host $i of $N"; done
+		fi
+	else
+		[ "$RX" = all ] || die "--rx needs --topo incast"
+	fi
+	: "${RATE:=none}" "${BUF:=262144}"
 	[[ "$LINKS" =~ ^[2-8]$ ]] || die "--links must be 2..8"
 	if ! { [[ "$MTU" =~ ^[0-9]+$ ]] && [ "$MTU" -ge 1280 ] && [ "$MTU" -le 9000 ]; }; then die "--mtu must be 1280..9000"; fi
 	[[ "$BUF" =~ ^[0-9]+$ ]] || die "--buf must be bytes"
@@ -256,6 +296,47 @@ up() {
 	trap 'echo "hosts.sh: up failed, tearing down" >&2; down' ERR
 	trap 'down; exit 130' INT
 	trap 'down; exit 143' TERM
+	if [ "$TOPO" = incast ]; then
+		up_incast
+	else
+		up_ecmp
+	fi
+	for i in $(seq 0 $((N - 1))); do
+		mkdir -p "/etc/netns/$(host_ns "$i")"
+		{
+			echo "127.0.0.1 localhost"
+			for k in $(seq 0 $((N - 1))); do echo "$(host_addr "$k") $(host_ns "$k")"; done
+		} >"/etc/netns/$(host_ns "$i")/hosts"
+	done
+	save_state
+	set_loss "$loss"
+	wait_links
+	check
+	trap - ERR INT TERM
+	if [ "$TOPO" = incast ]; then
+		echo "hosts up: prefix=$P hosts=$N topo=incast downlinks($RX)=$RATE buf=$BUF mtu=$MTU offloads=$OFFLOADS loss=$loss%${TCP_PORTS:+ tcp-ports=$TCP_PORTS}"
+	else
+		echo "hosts up: prefix=$P hosts=$N links=$LINKS mtu=$MTU rate=$RATE offloads=$OFFLOADS loss=$loss%${TCP_PORTS:+ tcp-ports=$TCP_PORTS}"
+	fi
+}
+
+# The hosts behind one switch; the switch's port to each host of RX shaped (the bottleneck).
+up_incast() {
+	local i ns addr
+	mkns "$SW"
+	mkdir -p /etc/netns
+	for i in $(seq 0 $((N - 1))); do
+		ns="$(host_ns "$i")" addr="$(host_addr "$i")"
+		mkns "$ns"
+		veth "$ns" h0 "$addr/24" "$SW" "rh$i" "198.18.$((i + 1)).1/24"
+		nsx "$ns" ip route add default via "198.18.$((i + 1)).1"
+		if [ "$RX" = all ] || [[ ",$RX," == *",$i,"* ]]; then shape "$SW" "rh$i" "$RATE"; fi
+	done
+	router "$SW"
+}
+
+up_ecmp() {
+	local i k ns r nh1 nh2 addr
 	mkns "$R1"
 	mkns "$R2"
 	nh1="" nh2=""
@@ -282,19 +363,6 @@ up() {
 	done
 	router "$R1"
 	router "$R2"
-	for i in $(seq 0 $((N - 1))); do
-		mkdir -p "/etc/netns/$(host_ns "$i")"
-		{
-			echo "127.0.0.1 localhost"
-			for k in $(seq 0 $((N - 1))); do echo "$(host_addr "$k") $(host_ns "$k")"; done
-		} >"/etc/netns/$(host_ns "$i")/hosts"
-	done
-	save_state
-	set_loss "$loss"
-	wait_links
-	check
-	trap - ERR INT TERM
-	echo "hosts up: prefix=$P hosts=$N links=$LINKS mtu=$MTU rate=$RATE offloads=$OFFLOADS loss=$loss%${TCP_PORTS:+ tcp-ports=$TCP_PORTS}"
 }
 
 # Every link end up before anyone uses it (bounded wait).
@@ -334,6 +402,7 @@ path() {
 	local i="${1:?I}" j="${2:?J}" sport="${3:?SPORT}" dport="${4:-4791}" proto="${5:-udp}" r out
 	host_index "$i"
 	host_index "$j"
+	[ "$TOPO" = ecmp ] || die "path: the incast topology has no ECMP links"
 	r="$(host_router "$i")"
 	[ "$r" != "$(host_router "$j")" ] || die "h$i and h$j hang off the same router: no ECMP link between them"
 	out="$(nsx "$r" ip route get "$(host_addr "$j")" from "$(host_addr "$i")" iif "rh$i" \
@@ -343,21 +412,31 @@ path() {
 
 counters() {
 	load_state
-	local k a b i ns json=0
+	local k a b i ns json=0 f1=r1_to_r2 f2=r2_to_r1
 	[ "${1:-}" = --json ] && json=1
 	local -a rows=()
-	for k in $(seq 0 $((LINKS - 1))); do
-		a="$(nsx "$R1" cat "/sys/class/net/l$k/statistics/tx_packets")"
-		b="$(nsx "$R2" cat "/sys/class/net/l$k/statistics/tx_packets")"
-		rows+=("l$k $a $b")
-	done
+	if [ "$TOPO" = incast ]; then
+		# the switch's port to each host: packets it sent to the host, and received from it
+		f1=to_host f2=from_host
+		for i in $(seq 0 $((N - 1))); do
+			a="$(nsx "$SW" cat "/sys/class/net/rh$i/statistics/tx_packets")"
+			b="$(nsx "$SW" cat "/sys/class/net/rh$i/statistics/rx_packets")"
+			rows+=("h$i $a $b")
+		done
+	else
+		for k in $(seq 0 $((LINKS - 1))); do
+			a="$(nsx "$R1" cat "/sys/class/net/l$k/statistics/tx_packets")"
+			b="$(nsx "$R2" cat "/sys/class/net/l$k/statistics/tx_packets")"
+			rows+=("l$k $a $b")
+		done
+	fi
 	if [ "$json" = 1 ]; then
-		printf '%s\n' "${rows[@]}" | awk 'BEGIN { printf "{" }
-			{ printf "%s\"%s\": {\"r1_to_r2\": %d, \"r2_to_r1\": %d}", (NR > 1 ? ", " : ""), $1, $2, $3 }
+		printf '%s\n' "${rows[@]}" | awk -v f1="$f1" -v f2="$f2" 'BEGIN { printf "{" }
+			{ printf "%s\"%s\": {\"%s\": %d, \"%s\": %d}", (NR > 1 ? ", " : ""), $1, f1, $2, f2, $3 }
 			END { print "}" }'
 		return
 	fi
-	echo "link packets_r1_to_r2 packets_r2_to_r1"
+	if [ "$TOPO" = incast ]; then echo "port packets_to_host packets_from_host"; else echo "link packets_r1_to_r2 packets_r2_to_r1"; fi
 	printf '%s\n' "${rows[@]}"
 	for i in $(seq 0 $((N - 1))); do
 		ns="$(host_ns "$i")"
@@ -367,6 +446,33 @@ counters() {
 			/comment "tcp_drop"/ { for (f = 1; f < NF; f++) if ($f == "packets") td += $(f + 1) }
 			END { printf "%s udp_in=%d udp_dropped=%d tcp_dropped=%d\n", h, rx, dr, td }'
 	done
+}
+
+# qdisc [--json]: the TBF of every shaped port or link: packets sent, dropped, overlimits.
+qdisc() {
+	load_state
+	local ns dev json=0
+	[ "${1:-}" = --json ] && json=1
+	local -a pairs=()
+	if [ "$TOPO" = incast ]; then
+		for dev in $(nsx "$SW" ls /sys/class/net); do [[ "$dev" == rh* ]] && pairs+=("$SW $dev"); done
+	else
+		for ns in "$R1" "$R2"; do
+			for dev in $(nsx "$ns" ls /sys/class/net); do [[ "$dev" == l* ]] && pairs+=("$ns $dev"); done
+		done
+	fi
+	for ns in "${pairs[@]}"; do
+		read -r ns dev <<<"$ns"
+		nsx "$ns" tc -s qdisc show dev "$dev" | awk -v n="${ns#"$P"}" -v d="$dev" '
+			/^qdisc tbf/ { tbf = 1 } /^qdisc/ && !/tbf/ { tbf = 0 }
+			tbf && /Sent/ { for (f = 1; f < NF; f++) { if ($f == "pkt") s = $(f - 1)
+				if ($f == "(dropped") { x = $(f + 1); sub(",", "", x) } if ($f == "overlimits") o = $(f + 1) }
+				printf "%s %s %d %d %d\n", n, d, s, x, o }'
+	done | if [ "$json" = 1 ]; then
+		awk 'BEGIN { printf "{" } { printf "%s\"%s/%s\": {\"sent\": %d, \"dropped\": %d, \"overlimits\": %d}", (NR > 1 ? ", " : ""), $1, $2, $3, $4, $5 } END { print "}" }'
+	else
+		awk 'BEGIN { print "where port sent dropped overlimits" } { print }'
+	fi
 }
 
 drops() {
@@ -422,8 +528,16 @@ bad_drop() {
 
 bad() {
 	load_state
-	local what="${1:?drop|slow|flap|clear}" k r
+	local what="${1:?drop|slow|flap|clear|counts}" k r
+	[ "$TOPO" = ecmp ] || die "bad: the incast topology has no ECMP links"
 	case "$what" in
+	counts)
+		for k in $(seq 0 $((LINKS - 1))); do
+			for r in "$R1" "$R2"; do nsx "$r" nft list table inet "bad$k" 2>/dev/null || true; done |
+				awk -v l="l$k" '/drop/ { for (f = 1; f < NF; f++) if ($f == "packets") d += $(f + 1) }
+					END { printf "%s %d\n", l, d }'
+		done
+		;;
 	drop)
 		link_index "${2:?LINK}"
 		bad_drop "$2" "${3:?PCT}"
@@ -466,7 +580,7 @@ bad() {
 		wait_links
 		echo "bad: cleared"
 		;;
-	*) die "bad: drop, slow, flap or clear" ;;
+	*) die "bad: drop, slow, flap, clear or counts" ;;
 	esac
 }
 
@@ -521,7 +635,7 @@ exec)
 path) path "$@" ;;
 get)
 	load_state
-	[[ "${1:-}" =~ ^(N|LINKS|MTU|RATE|BUF|OFFLOADS|TCP_PORTS)$ ]] || die "get: N LINKS MTU RATE BUF OFFLOADS or TCP_PORTS"
+	[[ "${1:-}" =~ ^(N|LINKS|MTU|RATE|BUF|OFFLOADS|TCP_PORTS|TOPO|RX)$ ]] || die "get: N LINKS MTU RATE BUF OFFLOADS TCP_PORTS TOPO or RX"
 	echo "${!1}"
 	;;
 _flap) # _flap PREFIX LINK DOWN_S UP_S COUNT HOW (started by bad flap; PREFIX marks it as ours)
@@ -537,6 +651,7 @@ _flap) # _flap PREFIX LINK DOWN_S UP_S COUNT HOW (started by bad flap; PREFIX ma
 	done
 	;;
 counters) counters "$@" ;;
+qdisc) qdisc "$@" ;;
 drops) drops ;;
 loss) loss "$@" ;;
 bad) bad "$@" ;;

@@ -4,8 +4,11 @@
 //! One test per MPI at 2 ranks plus one 4-rank run, and `mpi_*_2_hosts*`: the suite with
 //! its two ranks on two hosts (network namespaces of `scripts/hosts.sh`, over the ECMP
 //! fabric, started by the MPI's own launcher through `scripts/netns-rsh`), without faults
-//! and with 1 % random UDP loss into every host, and `mpi_mpich*_rank_*`: a rank that dies
-//! (`mpi-tests/rankdeath.sh`: kill -9, or its host's link down). Missing prerequisites (an MPI not
+//! and with 1 % random UDP loss into every host, `mpi_*_4_hosts*`: the suite on four hosts
+//! (one rank each) through `mpi-tests/faults.sh`, without faults, with 1 % loss, and (MPICH)
+//! with a dead, a flapping or a 10x slower ECMP link and through the incast topology, and
+//! `mpi_mpich*_rank_*`: a rank that dies (`mpi-tests/rankdeath.sh`: kill -9, or its host's
+//! link down). Missing prerequisites (an MPI not
 //! installed: see `mpi-tests/setup.sh`; root and `ip netns` for the hosts) print
 //! `skipped: <why>` and pass, except with `CI=true`, where they fail. For `spray` the
 //! provider is built first (`cargo build --release --lib`) and copied to
@@ -561,5 +564,295 @@ fn mpi_mpich_2_hosts_rank_dies() {
             gone >= bound * 0.75 && gone <= bound + 10.0,
             "the survivor ended {gone} s after the link went, expected about {bound} s: {link}"
         );
+    }
+}
+
+/// Fault tests that fail over spray today (MPI, fault, what was seen): left out over spray
+/// unless `MPI_SUITE_ALL=1`, and announced, as `SPRAY_KNOWN_FAILURES`. Remove an entry with
+/// its fix.
+const SPRAY_FAULT_KNOWN_FAILURES: &[(&str, &str, &str)] = &[(
+    "mpich",
+    "blackhole",
+    "a peer's handshake (HELLO and CHALLENGE, resent on the same socket) always takes \
+     path 0, one fixed UDP 5-tuple each way: when the routers hash either onto the dead \
+     link, the two endpoints never get a session and every operation to the peer fails \
+     with FI_EHOSTUNREACH after FI_SPRAY_UNREACHABLE_TIMEOUT_MS (mpi-tests/README.md, \
+     faults.sh; about 7 in 16 peer pairs across the fabric)",
+)];
+
+/// Hosts of the fault matrix tests (`mpi-tests/faults.sh -H 4`): one rank on each.
+const FAULT_HOSTS: &str = "4";
+/// Upper bound for one `faults.sh` invocation (one MPI, one fault, one provider), seconds.
+const FAULTS_TIMEOUT_S: u32 = 1200;
+
+/// One launch of a `faults.sh` run (a line of its `results.tsv`).
+#[derive(Debug)]
+struct FaultRow {
+    test: String,
+    verdict: String,
+    secs: String,
+    why: String,
+    stats: String,
+}
+
+/// Runs `mpi-tests/faults.sh -H 4 -m MPI -p PROV -f FAULT -t TESTS` (the testbed it builds
+/// and removes has the prefix `SPRAY_HOSTS_PREFIX`, under the same lock as the 2-host tests),
+/// asserts that every launch passed (skips allowed: run.sh's known limits of a provider)
+/// and returns the launches and the fault's evidence line (what the fault did), or `None`
+/// when skipped. The results directory is kept, and named, when the test fails.
+fn run_faults(mpi: &str, fault: &str, tests: &[&str]) -> Option<(Vec<FaultRow>, String)> {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if provider() == "spray" && !std::env::var("MPI_SUITE_ALL").is_ok_and(|v| v == "1") {
+        if let Some((_, _, why)) = SPRAY_FAULT_KNOWN_FAILURES
+            .iter()
+            .find(|(m, f, _)| *m == mpi && *f == fault)
+        {
+            note_known_failure(&format!("{mpi} across {FAULT_HOSTS} hosts, {fault}: {why}"));
+            return None;
+        }
+    }
+    let why = hosts_missing();
+    if !why.is_empty() {
+        skip(&format!("hosts testbed: {}", why.join(", ")));
+        return None;
+    }
+    let dir = match provider_dir() {
+        Ok(d) => d.clone(),
+        Err(why) => panic!("provider {}: {why}", provider()),
+    };
+    let prefix = hosts_prefix();
+    let lock = format!("/run/lock/spray-hosts-{prefix}run.lock");
+    let _down = HostsDown;
+    let out_dir = std::env::temp_dir().join(format!(
+        "spray-faults-{mpi}-{fault}-{}-{}",
+        provider(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let tests = tests.join(" ");
+    let mut cmd = Command::new("flock");
+    cmd.args([
+        "-w",
+        "1800",
+        &lock,
+        "timeout",
+        &FAULTS_TIMEOUT_S.to_string(),
+    ])
+    .arg("bash")
+    .arg(repo().join("mpi-tests/faults.sh"))
+    .args(["-H", FAULT_HOSTS, "-m", mpi, "-p", &provider(), "-f", fault])
+    .args(["-t", &tests, "-o"])
+    .arg(&out_dir)
+    .current_dir(repo())
+    .env("SPRAY_HOSTS_PREFIX", &prefix);
+    if let Some(d) = dir {
+        cmd.env("PROVDIR", d);
+    }
+    let out = cmd.output().expect("run bash mpi-tests/faults.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    eprint!("{stderr}");
+    let code = out.status.code();
+    if code == Some(2) && stderr.contains("cannot run") {
+        skip(stderr.trim());
+        return None;
+    }
+    let keep = format!("results kept in {}", out_dir.display());
+    assert_ne!(
+        code,
+        Some(124),
+        "faults.sh exceeded {FAULTS_TIMEOUT_S} s; {keep}"
+    );
+    let tsv = std::fs::read_to_string(out_dir.join("results.tsv"))
+        .unwrap_or_else(|e| panic!("faults.sh wrote no results.tsv ({e}); exit {code:?}; {keep}"));
+    let mut rows = Vec::new();
+    let mut evidence = String::new();
+    for l in tsv.lines() {
+        if let Some(e) = l.strip_prefix(&format!("#evidence {fault} ")) {
+            evidence = e.to_string();
+        }
+        if l.starts_with('#') {
+            continue;
+        }
+        let c: Vec<&str> = l.split('\t').collect();
+        assert!(c.len() >= 9, "a short line in results.tsv: {l}; {keep}");
+        rows.push(FaultRow {
+            test: c[3].to_string(),
+            verdict: c[4].to_string(),
+            secs: c[5].to_string(),
+            why: c[6].to_string(),
+            stats: c[8].to_string(),
+        });
+    }
+    let failed: Vec<&FaultRow> = rows.iter().filter(|r| r.verdict == "FAIL").collect();
+    assert!(
+        failed.is_empty(),
+        "{mpi} / {} under {fault} across {FAULT_HOSTS} hosts: {} launch(es) failed: {:?}; {keep}",
+        provider(),
+        failed.len(),
+        failed
+    );
+    assert!(
+        rows.iter().any(|r| r.verdict == "PASS"),
+        "{mpi} under {fault}: nothing passed: {rows:?}; {keep}"
+    );
+    // faults.sh counts the failures of every provider but tcp in its exit status
+    assert!(
+        code == Some(0),
+        "faults.sh exited {code:?} with every launch passed; {keep}"
+    );
+    for r in &rows {
+        println!(
+            "{mpi} {fault} {} {} {}s {}{}",
+            r.test, r.verdict, r.secs, r.why, r.stats
+        );
+    }
+    println!("{mpi} {fault}: {evidence}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    Some((rows, evidence))
+}
+
+/// The number after `key` in `line` ("udp_dropped=12" -> 12, "link: 34" -> 34).
+fn number_after(line: &str, key: &str) -> Option<f64> {
+    let rest = line.split(key).nth(1)?;
+    let num: String = rest
+        .trim_start_matches(['=', ':', ' ', '('])
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    num.parse().ok()
+}
+
+/// The programs of the 4-host tests for `mpi` (IMB for Intel MPI; osu is bench.sh's).
+fn four_host_tests(mpi: &str) -> &'static [&'static str] {
+    match mpi {
+        "impi" => &["p2p", "coll", "rma", "thread", "imb-mpi1", "imb-rma"],
+        "mpi4py" => &["py-suite"],
+        _ => C_TESTS,
+    }
+}
+
+/// The suite across 4 hosts (1 rank each) on the ECMP fabric without faults.
+fn four_hosts_fault_free(mpi: &str) {
+    if let Some((_, evidence)) = run_faults(mpi, "none", four_host_tests(mpi)) {
+        assert_eq!(
+            number_after(&evidence, "udp_dropped"),
+            Some(0.0),
+            "{mpi}: the fault-free fabric dropped packets: {evidence}"
+        );
+    }
+}
+
+/// The suite across 4 hosts with 1 % random loss of the UDP into every host (and of
+/// libfabric tcp's connections).
+fn four_hosts_loss_1pct(mpi: &str) {
+    if let Some((_, evidence)) = run_faults(mpi, "loss", four_host_tests(mpi)) {
+        if provider() == "spray" {
+            // "udp_in=N udp_dropped=D (P %)": only a fabric that really dropped shows that
+            // the suite survives loss
+            let pct = evidence
+                .split('(')
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|p| p.parse::<f64>().ok())
+                .unwrap_or(-1.0);
+            assert!(
+                (0.5..=2.0).contains(&pct),
+                "{mpi}: expected about 1 % of UDP dropped: {evidence}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mpi_mpich_4_hosts() {
+    four_hosts_fault_free("mpich");
+}
+
+#[test]
+fn mpi_mpich_4_hosts_loss_1pct() {
+    four_hosts_loss_1pct("mpich");
+}
+
+#[test]
+fn mpi_ompi5_4_hosts() {
+    four_hosts_fault_free("ompi5");
+}
+
+#[test]
+fn mpi_ompi5_4_hosts_loss_1pct() {
+    four_hosts_loss_1pct("ompi5");
+}
+
+#[test]
+fn mpi_impi_4_hosts() {
+    four_hosts_fault_free("impi");
+}
+
+#[test]
+fn mpi_impi_4_hosts_loss_1pct() {
+    four_hosts_loss_1pct("impi");
+}
+
+#[test]
+fn mpi_mpi4py_4_hosts_loss_1pct() {
+    four_hosts_loss_1pct("mpi4py");
+}
+
+/// One ECMP link silently drops every packet for the whole run (`hosts.sh bad drop 1 100`).
+/// spray only: a TCP connection hashed onto the dead link never recovers (the routers hash
+/// its 5-tuple), so libfabric's tcp hangs there until the launch's bound (mpi-tests/README.md).
+#[test]
+fn mpi_mpich_4_hosts_dead_link() {
+    if provider() != "spray" {
+        println!(
+            "not run for {}: a TCP connection on a dead ECMP link never recovers",
+            provider()
+        );
+        return;
+    }
+    if let Some((_, evidence)) = run_faults("mpich", "blackhole", C_TESTS) {
+        let dropped = number_after(&evidence, "link:").unwrap_or(0.0);
+        assert!(dropped > 0.0, "the dead link dropped nothing: {evidence}");
+    }
+}
+
+/// One ECMP link goes down 2 s and up 2 s, again and again, while the suite runs.
+#[test]
+fn mpi_mpich_4_hosts_flapping_link() {
+    if let Some((_, evidence)) = run_faults("mpich", "flap", C_TESTS) {
+        assert!(
+            evidence.contains("running at the end: yes"),
+            "the link did not flap through the run: {evidence}"
+        );
+        assert!(
+            number_after(&evidence, "about").unwrap_or(0.0) >= 1.0,
+            "not one down/up cycle: {evidence}"
+        );
+    }
+}
+
+/// Every ECMP link shaped to 1 Gbit/s, one of them 10 times slower.
+#[test]
+fn mpi_mpich_4_hosts_slow_link() {
+    if let Some((_, evidence)) = run_faults("mpich", "slow", C_TESTS) {
+        // the slow link's shaper ("r1 l1 SENT DROPPED OVERLIMITS") carried traffic
+        let sent = number_after(&evidence, "r1 l1 ").unwrap_or(0.0);
+        assert!(sent > 0.0, "nothing crossed the slow link: {evidence}");
+    }
+}
+
+/// The 4 hosts behind one switch, every downlink a 500 Mbit/s TBF with a 64 KiB buffer.
+#[test]
+fn mpi_mpich_4_hosts_incast() {
+    if let Some((_, evidence)) = run_faults("mpich", "incast", C_TESTS) {
+        for h in 0..4 {
+            let sent = number_after(&evidence, &format!("sw rh{h} ")).unwrap_or(0.0);
+            assert!(
+                sent > 0.0,
+                "nothing crossed host {h}'s downlink: {evidence}"
+            );
+        }
     }
 }
