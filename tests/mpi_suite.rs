@@ -570,15 +570,10 @@ fn mpi_mpich_2_hosts_rank_dies() {
 /// Fault tests that fail over spray today (MPI, fault, what was seen): left out over spray
 /// unless `MPI_SUITE_ALL=1`, and announced, as `SPRAY_KNOWN_FAILURES`. Remove an entry with
 /// its fix.
-const SPRAY_FAULT_KNOWN_FAILURES: &[(&str, &str, &str)] = &[(
-    "mpich",
-    "blackhole",
-    "a peer's handshake (HELLO and CHALLENGE, resent on the same socket) always takes \
-     path 0, one fixed UDP 5-tuple each way: when the routers hash either onto the dead \
-     link, the two endpoints never get a session and every operation to the peer fails \
-     with FI_EHOSTUNREACH after FI_SPRAY_UNREACHABLE_TIMEOUT_MS (mpi-tests/README.md, \
-     faults.sh; about 7 in 16 peer pairs across the fabric)",
-)];
+const SPRAY_FAULT_KNOWN_FAILURES: &[(&str, &str, &str)] = &[
+    // (The blackholed link was one until the handshake stopped taking path 0
+    // only: PROTOCOL.md §3.)
+];
 
 /// Hosts of the fault matrix tests (`mpi-tests/faults.sh -H 4`): one rank on each.
 const FAULT_HOSTS: &str = "4";

@@ -49,11 +49,14 @@ pub(crate) struct Sessions {
     k1: u64,
     /// Handshakes started (makes each echo value fresh).
     started: u64,
-    /// Stateless replies waiting: destination and bytes (tag not yet written).
+    /// Stateless replies waiting: destination, bytes (tag not yet written),
+    /// length and the path they leave on (the one the packet they answer
+    /// named).
     queue: VecDeque<(
         SocketAddr,
         [u8; HEADER_LEN + TAG_LEN + HANDSHAKE_LEN],
         usize,
+        u8,
     )>,
     /// `flags::MAC` with a job key, else 0 (see `Params::mac_flag`).
     mac_flag: u8,
@@ -142,7 +145,7 @@ impl Sessions {
                 return false;
             }
         }
-        self.queue.push_back((to, b, h.buffer_len()));
+        self.queue.push_back((to, b, h.buffer_len(), h.path));
         true
     }
 }
@@ -220,6 +223,11 @@ impl Peer {
             .min_rto_ns
             .saturating_mul(1 << hs.tries.min(16))
             .min(p.max_rto_ns);
+        // Each try on the next path (another source port, so another ECMP
+        // hash both ways: the CHALLENGE answers on the path the HELLO
+        // names). On one fixed path a dead link kept the session from ever
+        // opening.
+        let path = (hs.tries % self.paths.paths.len().max(1) as u32) as u8;
         hs.tries += 1;
         let payload = HandshakeRepr {
             value: hs.echo,
@@ -227,13 +235,14 @@ impl Peer {
         };
         let mut h = bare(PacketType::Hello, p.port, p.nonce, 0, HANDSHAKE_LEN as u16);
         h.flags = p.mac_flag;
+        h.path = path;
         h.emit(buf).ok()?;
         payload.emit(buf.get_mut(p.head..)?).ok()?;
         self.timers
             .set(Timer::Handshake, now + Duration::from_nanos(wait));
         Some(Transmit {
             dst: self.addr,
-            path: 0,
+            path,
             len: h.buffer_len(),
             body: None,
         })
@@ -243,7 +252,7 @@ impl Peer {
 impl Srd {
     /// The next stateless reply, written into `buf`.
     pub(crate) fn poll_stateless(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        let (dst, b, len) = self.sess.queue.pop_front()?;
+        let (dst, b, len, path) = self.sess.queue.pop_front()?;
         let out = buf.get_mut(..len)?;
         out.copy_from_slice(&b[..len]);
         if let Some(a) = &self.auth {
@@ -253,7 +262,7 @@ impl Srd {
         self.stats.tx_bytes += len as u64;
         Some(Transmit {
             dst,
-            path: 0,
+            path: path % self.p.paths.max(1),
             len,
             body: None,
         })
@@ -278,13 +287,16 @@ impl Srd {
             self.stats.rx_malformed += 1;
             return;
         };
-        let reply = bare(
+        let mut reply = bare(
             PacketType::Challenge,
             self.p.port,
             self.sess.nonce,
             hs.value,
             HANDSHAKE_LEN as u16,
         );
+        // On the path the HELLO names: a retry on another path is answered
+        // on another one too.
+        reply.path = h.path;
         let cookie = HandshakeRepr {
             value: self.sess.cookie(addr, h.src_nonce),
             caps: if self.auth.is_some() { CAP_MAC } else { 0 },
@@ -388,13 +400,14 @@ impl Srd {
             // restarted, or it did): tell it, at a bounded rate. Never for
             // ACKs (nothing to repair) nor a packet without a token.
             if h.dst_token != 0 && matches!(h.ty, PacketType::Data | PacketType::Probe) {
-                let r = bare(
+                let mut r = bare(
                     PacketType::Reset,
                     self.p.port,
                     self.sess.nonce,
                     h.dst_token,
                     0,
                 );
+                r.path = h.path;
                 if self.sess.reply(now, addr, &r, None) {
                     self.stats.tx_resets += 1;
                 } else {
