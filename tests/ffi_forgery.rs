@@ -172,6 +172,7 @@ fn forge(ty: PacketType, port: u16, nonce: u64, token: u64, body: &[u8]) -> Vec<
         credit: 0,
         sack_base: 1 << 20,
         sack_bits: u64::MAX,
+        repeat: false,
     });
     let r = Repr {
         ty,

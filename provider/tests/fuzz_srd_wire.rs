@@ -49,6 +49,7 @@ fn valid_packet(u: &mut Unstructured) -> Vec<u8> {
                 credit: word(u) as u16,
                 sack_base: word(u) as u32,
                 sack_bits: word(u),
+                repeat: false,
             });
         } else {
             f.repr.ack = None;
@@ -103,6 +104,7 @@ fn field_table_matches_the_emitter() {
         credit: 0x1b1c,
         sack_base: 0x2122_2324,
         sack_bits: 0x3132_3334_3536_3738,
+        repeat: false,
     });
     let b = f.to_bytes();
     let want = [

@@ -29,6 +29,7 @@ fn forge(ty: PacketType, port: u16, nonce: u64, token: u64, psn: u32, body: &[u8
             credit: 0,
             sack_base: psn.wrapping_add(5000),
             sack_bits: u64::MAX,
+            repeat: false,
         }),
         _ => None,
     };

@@ -24,6 +24,7 @@ fn sample() -> Repr {
             credit: 0x1b1c,
             sack_base: 0x2122_2324,
             sack_bits: 0x3132_3334_3536_3738,
+            repeat: false,
         }),
         payload_len: 3,
     }
@@ -79,6 +80,7 @@ fn round_trip_random() {
                 credit: rng.next_u64() as u16,
                 sack_base: rng.next_u64() as u32,
                 sack_bits: rng.next_u64(),
+                repeat: rng.next_u64() & 1 == 1,
             })
         } else {
             None

@@ -130,6 +130,7 @@ impl Forged {
             credit: 16,
             sack_base: 1,
             sack_bits: 0,
+            repeat: false,
         });
         let body = match ty {
             PacketType::Data => payload.to_vec(),
@@ -317,8 +318,9 @@ pub fn spec_parses(b: &[u8]) -> bool {
     if get(Field::Version) != 2 || !(1..=6).contains(&ty) {
         return false;
     }
-    // Bits 0..3 and 7 (MAC) are defined.
-    if fl & !0x8f != 0 || get(Field::SrcNonce) == 0 {
+    // Bits 0..4 and 7 (MAC) are defined; bit 4 (ACK_REPEAT) only with bit
+    // 0 (ACK_PRESENT).
+    if fl & !0x9f != 0 || get(Field::SrcNonce) == 0 || fl & 0x10 != 0 && !ack_present {
         return false;
     }
     let other = fl & !0x80;

@@ -84,7 +84,15 @@ impl Peer {
                 acked_bytes,
                 min_rtt_ns: self.paths.min_rtt(),
                 median_srtt_ns: self.paths.median_srtt_at(now),
-                peer_delay_ns: u64::from(ack.delay_us) * 1000,
+                // A repeat's delay is the age of a packet whose first ack
+                // was lost, not a hold: taken as one, a lost ack then a
+                // probe's answer 30 ms later made every later timeout wait
+                // 30 ms more, doubling (`sim_dead_link`).
+                peer_delay_ns: if ack.repeat {
+                    0
+                } else {
+                    u64::from(ack.delay_us) * 1000
+                },
                 ..AckSample::default()
             };
             if let Some((d0, t0)) = rate {
@@ -204,6 +212,7 @@ impl Peer {
             );
         }
         let fan_in = self.fan_in_limited();
+        let first_path_good = self.paths.paths[usize::from(first_path.0)].health == Health::Good;
         let p = &mut self.paths.paths[usize::from(path)];
         if sends == 1 {
             // `delay_us` is exact for `recent` only; every other packet of this
@@ -229,13 +238,23 @@ impl Peer {
                     self.on_rtt(sample);
                 }
             }
-        } else if psn == ack.recent && self.srtt_ns != 0 && fan_in {
+        } else if psn == ack.recent
+            && self.srtt_ns != 0
+            && fan_in
+            && self.rto_fired.is_none()
+            && first_path_good
+        {
             // Resent (Karn: no exact sample). Measured from the first send it
             // is an upper bound of the RTT; under fan-in use it only to raise
             // the estimate: when every packet gets probed spuriously (the RTT
             // outgrew the probe timeout in a queue of many senders and their
             // copies), no exact sample would ever come and the probes would
-            // go on feeding the queue.
+            // go on feeding the queue. Not after a timeout, nor when the
+            // first copy's path has lost packets since: the first copy was
+            // lost, not queued, and its age said nothing of the RTT (a young
+            // peer's credit ramp counts as fan-in; with a dead ECMP link the
+            // srtt became 16 ms where it was 30 us, and every timeout after
+            // it waited 80 ms more, `sim_dead_link`).
             let sample = now
                 .saturating_since(first_sent)
                 .as_nanos()
@@ -490,7 +509,13 @@ impl Peer {
             if self.tx.slot(psn).state == SlotState::InFlight {
                 ctx.stats.tail_probes += 1;
                 self.paths.tail_probes += 1;
-                if self.stall_probe_at.is_none() && self.tx.delivered > 0 {
+                // A packet on a path that lost one already (suspect) or is
+                // bad (this was its probe): unacked by now, it died with the
+                // path, and a tail ask would follow it there and die too,
+                // leaving a retransmission timeout to find it.
+                let on_bad =
+                    self.paths.paths[usize::from(self.tx.slot(psn).path)].health != Health::Good;
+                if !on_bad && self.stall_probe_at.is_none() && self.tx.delivered > 0 {
                     ctx.stats.tail_asks += 1;
                     self.tail_ask_due = true;
                     self.tail_ask = Some((psn, now));

@@ -336,6 +336,8 @@ pub struct PathSet {
     /// profile of `has_room`), while within one flush (one `now`) it
     /// changes only when an ack or a loss changes a path (`touch`).
     total_cache: Option<(Instant, u64)>,
+    /// Where `pick_control` looks first (the path after its last pick).
+    ctl_cursor: u8,
 }
 
 /// Longest flowlet `adapt_flowlet` allows, packets (the kernel's most
@@ -370,7 +372,42 @@ impl PathSet {
             flowlet_spread: 0,
             flowlet_tight: 0,
             total_cache: None,
+            ctl_cursor: 0,
         }
+    }
+
+    /// The path for a control packet (a pure ACK, a PROBE), avoiding
+    /// `avoid` when another will do: the next usable path after the last
+    /// control packet's, first among those that carried something
+    /// acknowledged, else any usable one, else any. Never a bad path's
+    /// probe (`pick` spends its probe time on the next packet): nothing
+    /// acknowledges a control packet, so it cannot tell whether the path
+    /// came back, and an ACK or a probe's answer lost on a dead path cost
+    /// the peer a retransmission timeout (doubling each time: rounds of
+    /// 2 s with one ECMP link of 4 blackholed, `sim_dead_link`). Data's
+    /// room and weights do not apply to a 48-byte packet.
+    pub fn pick_control(&mut self, avoid: Option<u8>) -> u8 {
+        let n = self.paths.len();
+        if n == 1 {
+            return 0;
+        }
+        let start = usize::from(self.ctl_cursor) % n;
+        for proven in [true, false] {
+            for k in 0..n {
+                let i = (start + k) % n;
+                let p = &self.paths[i];
+                if avoid != Some(i as u8) && p.usable() && (!proven || p.acked_seq > 0) {
+                    self.ctl_cursor = ((i + 1) % n) as u8;
+                    return i as u8;
+                }
+            }
+        }
+        let mut i = start;
+        if avoid == Some(i as u8) {
+            i = (i + 1) % n;
+        }
+        self.ctl_cursor = ((i + 1) % n) as u8;
+        i as u8
     }
 
     /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
@@ -635,8 +672,10 @@ impl PathSet {
     /// with room, else the next path `pick` chooses, which starts a new
     /// flowlet. Consecutive packets on one path can leave as one segmented
     /// send and be coalesced at the receiver; the paths' shares are those of
-    /// `pick`, counted in flowlets. Returns (path, is_probe).
-    pub fn pick_flowlet(&mut self, now: Instant, flowlet: u32) -> (u8, bool) {
+    /// `pick`, counted in flowlets. A bad path's probe only when `may_probe`
+    /// (the sender has another packet to send after this one). Returns
+    /// (path, is_probe).
+    pub fn pick_flowlet(&mut self, now: Instant, flowlet: u32, may_probe: bool) -> (u8, bool) {
         if let Some((i, left)) = self.flowlet {
             if left > 0 {
                 // A flowlet runs past its path's in-flight cap (a rate share
@@ -656,7 +695,7 @@ impl PathSet {
                 }
             }
         }
-        let (i, probe) = self.pick(now, None);
+        let (i, probe) = self.pick_with(now, None, may_probe);
         let len = flowlet.min(self.flowlet_cap);
         // A probe of a bad path is one packet, not a flowlet.
         self.flowlet = (!probe).then(|| (i, len.saturating_sub(1)));
@@ -669,6 +708,16 @@ impl PathSet {
     /// Pick the path for the next packet at `now`, avoiding `avoid` when
     /// another usable path exists. Returns (path, is_probe).
     pub fn pick(&mut self, now: Instant, avoid: Option<u8>) -> (u8, bool) {
+        self.pick_with(now, avoid, avoid.is_none())
+    }
+
+    /// `pick`, probing a bad path whose time came only when `probe_bad`.
+    /// A probe is a data packet that a dead path loses: as the last packet
+    /// of a burst nothing after it is acknowledged to show the loss, and it
+    /// cost a tail probe and a retransmission timeout each time (a dead
+    /// path's probe every few ms; `sim_dead_link`); followed by more data,
+    /// the acks of the later packets declare it lost by time.
+    fn pick_with(&mut self, now: Instant, avoid: Option<u8>, probe_bad: bool) -> (u8, bool) {
         let n = self.paths.len();
         if n == 1 && self.paths[0].health != Health::Bad {
             // One path (a peer on this host): whatever its room or weight,
@@ -676,7 +725,7 @@ impl PathSet {
             return (0, false);
         }
         // A bad path whose probe time came gets one packet.
-        if avoid.is_none() {
+        if probe_bad && avoid.is_none() {
             for (i, p) in self.paths.iter_mut().enumerate() {
                 if p.health == Health::Bad && !p.probing && p.probe_at <= now {
                     p.probing = true;

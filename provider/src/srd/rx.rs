@@ -31,6 +31,8 @@ pub struct Rx {
     pub any: bool,
     /// PSN of the most recently arrived data packet and when it arrived.
     recent: (u32, Instant),
+    /// An ack reporting `recent` was sent (the next one is a repeat).
+    recent_reported: bool,
     /// Data packets received since the last ack we sent.
     pub unacked: u32,
     /// An ack must go out at once (gap, duplicate, request, `ack_every`).
@@ -53,6 +55,7 @@ impl Rx {
             highest: 0,
             any: false,
             recent: (0, Instant::ZERO),
+            recent_reported: false,
             unacked: 0,
             ack_now: false,
             received: 0,
@@ -109,6 +112,7 @@ impl Rx {
         }
         self.any = true;
         self.recent = (psn, now);
+        self.recent_reported = false;
         self.set(psn, true);
         while self.bit(self.base) {
             self.set(self.base, false);
@@ -185,7 +189,13 @@ impl Rx {
             credit,
             sack_base: self.base,
             sack_bits: self.word(self.base),
+            repeat: self.recent_reported,
         }
+    }
+
+    /// An ack built by `ack` was sent: later ones repeat its `recent`.
+    pub fn reported(&mut self) {
+        self.recent_reported = true;
     }
 
     /// Write the extension words (PSNs `base + 64 ..` up to the highest

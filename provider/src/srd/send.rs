@@ -33,7 +33,9 @@ impl Peer {
         // complete pure ACK must follow so no received packet goes unreported.
         self.rx.ack_now = !full && self.rx.span() > 64;
         self.timers.stop(Timer::Ack);
-        Some(self.rx.ack(now, self.grant(credit, budget)))
+        let ack = self.rx.ack(now, self.grant(credit, budget));
+        self.rx.reported();
+        Some(ack)
     }
 
     /// The credit to grant this peer: the receiver's fair share `fair`, but
@@ -217,7 +219,7 @@ impl Peer {
             self.credit_probe_due = false;
             self.credit_probes = self.credit_probes.saturating_add(1);
             ctx.stats.credit_probes += 1;
-            let (path, _) = self.paths.pick(now, None);
+            let path = self.paths.pick_control(None);
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::MORE;
             h.psn = self.next_probe_no();
@@ -234,9 +236,12 @@ impl Peer {
             // the oldest packet took, instead of resending data.
             self.stall_probe_due = false;
             let avoid = self.oldest_in_flight_path();
-            let (path, _) = match avoid {
-                Some(a) => self.paths.pick_fast(now, a),
-                None => self.paths.pick(now, None),
+            let path = match avoid {
+                Some(a) => match self.paths.pick_fast(now, a) {
+                    (p, false) => p,
+                    (_, true) => self.paths.pick_control(Some(a)),
+                },
+                None => self.paths.pick_control(None),
             };
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
@@ -250,7 +255,7 @@ impl Peer {
             self.tail_ask_due = false;
             let path = match self.tail_ask {
                 Some((psn, _)) if self.tx.is_sent(psn) => self.tx.slot(psn).path,
-                _ => self.paths.pick(now, None).0,
+                _ => self.paths.pick_control(None),
             };
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
@@ -314,7 +319,8 @@ impl Peer {
                         let psn = self.tx.next_send;
                         self.tx.next_send = psn.wrapping_add(1);
                         let flowlet = self.flowlet_packets(ctx.p);
-                        let (path, probe) = self.paths.pick_flowlet(now, flowlet);
+                        let more = self.has_more();
+                        let (path, probe) = self.paths.pick_flowlet(now, flowlet, more);
                         let mut fl = if probe || self.credit_stalls() {
                             flags::ACK_NOW
                         } else {
@@ -347,7 +353,7 @@ impl Peer {
     /// ACK_NOW: the prober learns that it reflects all we had received when
     /// its probe arrived (its stall-or-loss question, `Peer::on_rto_timer`).
     fn pure_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let (path, _) = self.paths.pick(now, None);
+        let path = self.paths.pick_control(None);
         let mut h = self.header(ctx, PacketType::Ack, path);
         if self.probe_to_answer {
             self.probe_to_answer = false;

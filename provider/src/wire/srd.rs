@@ -105,8 +105,12 @@ pub mod flags {
     /// A `TAG_LEN`-byte authentication tag follows the header (the sender
     /// has a job key; see `srd/auth.rs`). The payload starts after the tag.
     pub const MAC: u8 = 0x80;
+    /// With `ACK_PRESENT` only: an earlier ack already reported the ack's
+    /// `recent` packet, so `delay_us` is that packet's age, not how long
+    /// the receiver held it (an RTT sample still, not a hold sample).
+    pub const ACK_REPEAT: u8 = 0x10;
     /// Bits that are defined; the others must be zero.
-    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE | MAC;
+    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE | MAC | ACK_REPEAT;
 }
 
 /// A checked view over the bytes of one SRD packet.
@@ -274,6 +278,8 @@ pub struct AckRepr {
     pub sack_base: u32,
     /// Bit i set = PSN `sack_base + i` received.
     pub sack_bits: u64,
+    /// `recent` was reported by an earlier ack (flag `ACK_REPEAT`).
+    pub repeat: bool,
 }
 
 /// A parsed SRD header.
@@ -336,7 +342,8 @@ impl Repr {
         if !ok {
             return Err(WireError::Malformed);
         }
-        if ty == PacketType::Ack && fl & flags::ACK_PRESENT == 0 {
+        // An ACK carries an ack; ACK_REPEAT qualifies one.
+        if (ty == PacketType::Ack || fl & flags::ACK_REPEAT != 0) && fl & flags::ACK_PRESENT == 0 {
             return Err(WireError::Malformed);
         }
         let ack = if fl & flags::ACK_PRESENT != 0 {
@@ -347,13 +354,14 @@ impl Repr {
                 credit: p.credit(),
                 sack_base: p.sack_base(),
                 sack_bits: p.sack_bits(),
+                repeat: fl & flags::ACK_REPEAT != 0,
             })
         } else {
             None
         };
         Ok(Repr {
             ty,
-            flags: fl & !flags::ACK_PRESENT,
+            flags: fl & !(flags::ACK_PRESENT | flags::ACK_REPEAT),
             path: p.path(),
             src_port: p.src_port(),
             src_nonce: p.src_nonce(),
@@ -385,11 +393,11 @@ impl Repr {
     pub fn emit(&self, buf: &mut [u8]) -> Result<(), WireError> {
         let b = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
         let ack = self.ack.unwrap_or_default();
-        let fl = (self.flags & flags::KNOWN & !flags::ACK_PRESENT)
-            | if self.ack.is_some() {
-                flags::ACK_PRESENT
-            } else {
-                0
+        let fl = (self.flags & flags::KNOWN & !(flags::ACK_PRESENT | flags::ACK_REPEAT))
+            | match self.ack {
+                Some(a) if a.repeat => flags::ACK_PRESENT | flags::ACK_REPEAT,
+                Some(_) => flags::ACK_PRESENT,
+                None => 0,
             };
         b[field::VERSION] = VERSION;
         b[field::TYPE] = self.ty as u8;
