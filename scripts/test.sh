@@ -7,7 +7,8 @@
 #   2. shellcheck of scripts/ and .ci/run, cargo fmt --check
 #   3. cargo clippy: the workspace lints (Cargo.toml [workspace.lints], e.g. no unwrap)
 #      on the libraries, then every target with -D warnings (tests may unwrap)
-#   4. cargo test --workspace --release -- --test-threads=1
+#   4. cargo test --workspace --release --no-fail-fast -- --test-threads=1 (every
+#      test binary runs even after one fails)
 #      (release: the network tests need the release provider anyway, so one
 #      build serves both; one thread: the network tests share the namespaces)
 # Under CI=true a network test whose prerequisite is missing fails instead of
@@ -73,7 +74,7 @@ step clippy cargo clippy --workspace --all-targets -- -D warnings -A clippy::unw
 # Tee to a log so the summary can count results; PIPESTATUS keeps cargo's status.
 # shellcheck disable=SC2317 # called through step
 run_tests() {
-	cargo test --workspace --release -- --test-threads=1 2>&1 | tee "$test_log"
+	cargo test --workspace --release --no-fail-fast -- --test-threads=1 2>&1 | tee "$test_log"
 	return "${PIPESTATUS[0]}"
 }
 step test run_tests

@@ -572,7 +572,7 @@ fn mpi_mpich_2_hosts_rank_dies() {
 /// its fix.
 const SPRAY_FAULT_KNOWN_FAILURES: &[(&str, &str, &str)] = &[
     // (The blackholed link was one until the handshake stopped taking path 0
-    // only: PROTOCOL.md §3.)
+    // only and stall probes stopped taking one dead path: PROTOCOL.md §3, §4.)
 ];
 
 /// Hosts of the fault matrix tests (`mpi-tests/faults.sh -H 4`): one rank on each.

@@ -99,3 +99,61 @@ fn rounds_both_ways_over_a_dead_link() {
         }
     }
 }
+
+/// Links die under a sender whose every path has an RTT sample: its
+/// retransmission timer asks with stall probes, which mark no path lost;
+/// on the fast path chosen every time they all died with it, and the peer
+/// was declared unreachable after seconds (seen across 4 hosts). The next
+/// stall probe after an unanswered one takes another path.
+#[test]
+fn stall_probes_move_off_a_path_that_died() {
+    use spray::sim::{Event, EventKind};
+    for seed in 1..=4u64 {
+        let mut spec = LinkSpec::ideal(Duration::from_micros(15));
+        spec.jitter = Duration::from_micros(3);
+        let nodes = vec![
+            SrdNode::new(&config(0, 4, 10 * seed + 1)),
+            SrdNode::new(&config(1, 4, 10 * seed + 2)),
+        ];
+        let mut sim = Sim::new(seed, nodes, vec![spec; 4]);
+        let mut tok = 0u64;
+        let round = |sim: &mut Sim<SrdNode>, tok: &mut u64, limit: Duration| {
+            let start = sim.now;
+            sim.nodes[0].push(addr(1), *tok, payload(*tok, 1000));
+            *tok += 1;
+            let want = *tok;
+            let ok = sim.run_until(start + limit, |s| s.nodes[0].acked().count() as u64 == want);
+            let took = sim.now.saturating_since(start);
+            let pause = sim.now + Duration::from_micros(300);
+            sim.run_until(pause, |_| false);
+            (ok, took)
+        };
+        // Every path gets RTT samples.
+        for _ in 0..40 {
+            assert!(round(&mut sim, &mut tok, Duration::from_secs(1)).0);
+        }
+        // Paths 0 and 1 (the fast-path choices) die towards the receiver.
+        let from = sim.now;
+        let until = from + Duration::from_secs(100);
+        for k in 0..2 {
+            sim.paths_mut(0, 1)[k].schedule.push(Event {
+                from,
+                until,
+                kind: EventKind::Blackhole,
+            });
+        }
+        for r in 0..20 {
+            let (ok, took) = round(&mut sim, &mut tok, Duration::from_secs(2));
+            assert!(
+                ok,
+                "seed {seed}: message {r} after the links died not acknowledged in 2 s: {:?}",
+                sim.nodes[0].srd.stats()
+            );
+            assert!(
+                took < Duration::from_millis(500),
+                "seed {seed}: message {r} took {took:?}"
+            );
+        }
+        check_pair(&sim, 0, 1, tok).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}

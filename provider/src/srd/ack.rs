@@ -110,6 +110,7 @@ impl Peer {
             if acked_bytes > 0 || self.tx.pkts_in_flight == 0 {
                 // The flight was late, not lost: the receiver was stalled.
                 self.stall_probe_at = None;
+                self.stall_probe_path = None;
             } else if self.answers(self.stall_probe_no)
                 && now.saturating_since(t).as_nanos() as u64 >= self.probe_answer_ns()
             {
@@ -118,6 +119,7 @@ impl Peer {
                 // acks may have left it before it read our flight: a receiver
                 // back from a stall grants and acks as it reads its backlog.)
                 self.stall_probe_at = None;
+                self.stall_probe_path = None;
                 self.on_rto(ctx, now);
             }
         }
@@ -580,6 +582,7 @@ impl Peer {
         let answered = self.stall_probe_at.is_some_and(|t| self.last_answer > t);
         if answered || self.tx.delivered == 0 || self.tx.pkts_in_flight == 0 {
             self.stall_probe_at = None;
+            self.stall_probe_path = None;
             self.on_rto(ctx, now);
             return;
         }

@@ -218,6 +218,10 @@ pub struct Peer {
     pub probe_no: u32,
     /// Number the pending stall probe went out with (0 = not sent yet).
     pub stall_probe_no: u32,
+    /// The path of the latest stall probe while it has no answer: the next
+    /// one goes elsewhere (a PROBE's loss marks no path, and the fast path
+    /// chosen every time may be the dead one).
+    pub stall_probe_path: Option<u8>,
     /// Number the pending tail ask went out with (0 = not sent yet).
     pub tail_ask_no: u32,
     /// Receiver: number of the latest PROBE read from this peer, echoed by
@@ -300,6 +304,7 @@ impl Peer {
             answer_no: 0,
             probe_no: 0,
             stall_probe_no: 0,
+            stall_probe_path: None,
             tail_ask_no: 0,
             rx_probe_no: 0,
             probe_to_answer: false,
@@ -491,6 +496,7 @@ impl Peer {
         self.credit_probe_due = false;
         self.stall_probe_due = false;
         self.stall_probe_at = None;
+        self.stall_probe_path = None;
         self.tail_ask_due = false;
         self.tail_ask = None;
     }

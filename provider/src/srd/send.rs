@@ -236,13 +236,20 @@ impl Peer {
             // the oldest packet took, instead of resending data.
             self.stall_probe_due = false;
             let avoid = self.oldest_in_flight_path();
-            let path = match avoid {
-                Some(a) => match self.paths.pick_fast(now, a) {
+            let path = match (self.stall_probe_path, avoid) {
+                // The previous stall probe got no answer: the next path in
+                // turn (a PROBE marks no path lost, so the fast path would
+                // be chosen again, dead or not: a rank across a blackholed
+                // link sent 23 in 8 s on one dead path until its peers
+                // were declared unreachable).
+                (Some(last), _) => self.paths.pick_control(Some(last)),
+                (None, Some(a)) => match self.paths.pick_fast(now, a) {
                     (p, false) => p,
                     (_, true) => self.paths.pick_control(Some(a)),
                 },
-                None => self.paths.pick_control(None),
+                (None, None) => self.paths.pick_control(None),
             };
+            self.stall_probe_path = Some(path);
             let mut h = self.header(ctx, PacketType::Probe, path);
             h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
             h.psn = self.next_probe_no();
