@@ -157,3 +157,56 @@ fn stall_probes_move_off_a_path_that_died() {
         check_pair(&sim, 0, 1, tok).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
 }
+
+/// The acks of one message are lost for 20 ms (the way back dies for a
+/// while); the ack that finally arrives reports the packet's age, not a
+/// receiver hold (flag ACK_REPEAT: its `recent` was acknowledged before).
+/// Taken as a hold, that age raised every later retransmission timeout by
+/// as much.
+#[test]
+fn a_repeated_ack_is_not_a_receiver_hold() {
+    use spray::sim::{Event, EventKind};
+    for seed in 1..=4u64 {
+        let spec = LinkSpec::ideal(Duration::from_micros(15));
+        let nodes = vec![
+            SrdNode::new(&config(0, 1, 10 * seed + 1)),
+            SrdNode::new(&config(1, 1, 10 * seed + 2)),
+        ];
+        let mut sim = Sim::new(seed, nodes, vec![spec; 1]);
+        let mut tok = 0u64;
+        let send = |sim: &mut Sim<SrdNode>, tok: &mut u64| {
+            let start = sim.now;
+            sim.nodes[0].push(addr(1), *tok, payload(*tok, 1000));
+            *tok += 1;
+            let want = *tok;
+            let ok = sim.run_until(start + Duration::from_secs(2), |s| {
+                s.nodes[0].acked().count() as u64 == want
+            });
+            assert!(ok, "seed {seed}: message {want} not acknowledged");
+            let pause = sim.now + Duration::from_millis(1);
+            sim.run_until(pause, |_| false);
+        };
+        for _ in 0..40 {
+            send(&mut sim, &mut tok);
+        }
+        let rto = |sim: &Sim<SrdNode>| sim.nodes[0].srd.peer_stats()[0].rto_ns;
+        let before = rto(&sim);
+        let from = sim.now;
+        sim.paths_mut(1, 0)[0].schedule.push(Event {
+            from,
+            until: from + Duration::from_millis(20),
+            kind: EventKind::Blackhole,
+        });
+        send(&mut sim, &mut tok);
+        // Settle, then a few messages more (the RTO's back-off is undone).
+        for _ in 0..5 {
+            send(&mut sim, &mut tok);
+        }
+        let after = rto(&sim);
+        assert!(
+            after < before + 5_000_000,
+            "seed {seed}: RTO {before} ns before the lost acks, {after} ns after"
+        );
+        check_pair(&sim, 0, 1, tok).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}

@@ -711,7 +711,8 @@ impl PathSet {
         self.pick_with(now, avoid, avoid.is_none())
     }
 
-    /// `pick`, probing a bad path whose time came only when `probe_bad`.
+    /// `pick`, probing a bad path whose time came only when `probe_bad`
+    /// (never while avoiding a path).
     /// A probe is a data packet that a dead path loses: as the last packet
     /// of a burst nothing after it is acknowledged to show the loss, and it
     /// cost a tail probe and a retransmission timeout each time (a dead
@@ -725,7 +726,7 @@ impl PathSet {
             return (0, false);
         }
         // A bad path whose probe time came gets one packet.
-        if probe_bad && avoid.is_none() {
+        if probe_bad {
             for (i, p) in self.paths.iter_mut().enumerate() {
                 if p.health == Health::Bad && !p.probing && p.probe_at <= now {
                     p.probing = true;

@@ -243,10 +243,8 @@ impl Peer {
                 // link sent 23 in 8 s on one dead path until its peers
                 // were declared unreachable).
                 (Some(last), _) => self.paths.pick_control(Some(last)),
-                (None, Some(a)) => match self.paths.pick_fast(now, a) {
-                    (p, false) => p,
-                    (_, true) => self.paths.pick_control(Some(a)),
-                },
+                // (`pick_fast` avoids a path, so never probes a bad one.)
+                (None, Some(a)) => self.paths.pick_fast(now, a).0,
                 (None, None) => self.paths.pick_control(None),
             };
             self.stall_probe_path = Some(path);
