@@ -585,6 +585,7 @@ impl Srd {
         self.sweep_wanted = true;
         let peer = &mut self.peers[i];
         peer.reclaimed = false;
+        peer.paths.ensure();
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
             // busy; `send` has no clock, so the next poll stamps it.

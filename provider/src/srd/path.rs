@@ -308,8 +308,12 @@ impl Path {
 
 /// All paths of one peer and the spraying cursor.
 pub struct PathSet {
-    /// The paths, indexed by entropy value.
+    /// The paths, indexed by entropy value: `count` of them, or none while
+    /// the peer is reclaimed (`release`; `ensure` brings them back before
+    /// the peer is used again).
     pub paths: Vec<Path>,
+    /// Paths towards this peer (entropy values 0..count).
+    count: u8,
     cursor: usize,
     /// Retransmission-timer expiries towards this peer (kept here, with the
     /// per-path counters, for the per-peer statistics).
@@ -358,9 +362,10 @@ const MEDIAN_REUSE_NS: u128 = 50_000;
 impl PathSet {
     /// `n` fresh paths (at least one).
     pub fn new(n: u8) -> Self {
-        let n = usize::from(n.max(1));
+        let count = n.max(1);
         PathSet {
-            paths: (0..n).map(|_| Path::new()).collect(),
+            paths: (0..count).map(|_| Path::new()).collect(),
+            count,
             cursor: 0,
             rtos: 0,
             tail_probes: 0,
@@ -373,6 +378,32 @@ impl PathSet {
             flowlet_tight: 0,
             total_cache: None,
             ctl_cursor: 0,
+        }
+    }
+
+    /// Paths towards this peer, whether or not their records are held.
+    pub fn count(&self) -> u8 {
+        self.count
+    }
+
+    /// Give the path records back (a reclaimed peer: 248 bytes a path, 16
+    /// paths by default, most of an idle peer's memory). Their RTT history
+    /// goes with them; a reclaimed peer starts again like a new one.
+    pub fn release(&mut self) {
+        let count = self.count;
+        *self = PathSet {
+            paths: Vec::new(),
+            count,
+            ..PathSet::new(1)
+        };
+    }
+
+    /// Fresh path records if they were released: before a reclaimed peer
+    /// sends or takes a packet (every other use of a peer's paths follows
+    /// one of those).
+    pub fn ensure(&mut self) {
+        if self.paths.is_empty() {
+            self.paths = (0..self.count).map(|_| Path::new()).collect();
         }
     }
 

@@ -71,6 +71,8 @@ impl Srd {
                 self.peers[i].rx = old.rx;
                 self.peers[i].rx.unacked = 0;
                 self.peers[i].rx.ack_now = false;
+                // No path records until it is used again (`PathSet::ensure`).
+                self.peers[i].paths.release();
                 self.stats.peers_reclaimed += 1;
             }
             busy |= !self.peers[i].reclaimed;
