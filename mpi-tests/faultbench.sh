@@ -69,11 +69,8 @@ case $BMPI in impi | mpich) ;; *) usage_err "-m impi or mpich" ;; esac
 IMB_ITER=${IMB_ITER:-100} IMB_TIME=${IMB_TIME:-10} IDLE_WAIT_S=${IDLE_WAIT_S:-10} NICE=${FAULTBENCH_NICE:--10}
 [[ $NICE =~ ^-?[0-9]+$ ]] || usage_err "FAULTBENCH_NICE must be a number"
 [ $QUICK = 1 ] && { RUNS=1 IMB_ITER=20 IMB_TIME=2; }
-FAULT_LOSS=${FAULT_LOSS:-1} FAULT_LINK=${FAULT_LINK:-1} FAULT_MTU=${FAULT_MTU:-1500}
-FAULT_TCP_PORTS=${FAULT_TCP_PORTS:-30000-30999}
-FLAP_DOWN_S=${FLAP_DOWN_S:-2} FLAP_UP_S=${FLAP_UP_S:-2} FLAP_MODE=${FLAP_MODE:-down}
-SLOW_RATE=${SLOW_RATE:-1gbit} SLOW_FACTOR=${SLOW_FACTOR:-10}
-INCAST_RATE=${INCAST_RATE:-500mbit} INCAST_BUF=${INCAST_BUF:-65536}
+# shellcheck source=mpi-tests/faultlib.sh
+. "$MT_DIR/faultlib.sh"
 NP=$((NH * PPN))
 MPI_HOSTS=$NH
 
@@ -130,24 +127,6 @@ wait_idle() {
     echo "$idle"
 }
 
-up_args() {
-    local a="--mtu $FAULT_MTU ${FAULT_UP_ARGS:-}"
-    case $1 in
-    none | blackhole | flap) a+=" --tcp-ports $FAULT_TCP_PORTS" ;;
-    loss) a+=" --tcp-ports $FAULT_TCP_PORTS --loss $FAULT_LOSS" ;;
-    slow) a+=" --tcp-ports $FAULT_TCP_PORTS --rate $SLOW_RATE" ;;
-    incast) a+=" --topo incast --rate $INCAST_RATE --buf $INCAST_BUF" ;;
-    esac
-    echo "$a"
-}
-inject() {
-    case $1 in
-    blackhole) bash "$HOSTS_SH" bad drop "$FAULT_LINK" 100 ;;
-    flap) bash "$HOSTS_SH" bad flap "$FAULT_LINK" "$FLAP_DOWN_S" "$FLAP_UP_S" 10000 "$FLAP_MODE" ;;
-    slow) bash "$HOSTS_SH" bad slow "$FAULT_LINK" "$SLOW_FACTOR" ;;
-    *) echo "no fault injected" ;;
-    esac
-}
 
 # one_run COND PROV REP -> runs IMB once; appends its numbers to the TSV; 0 if it produced them
 one_run() {

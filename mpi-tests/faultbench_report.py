@@ -10,19 +10,9 @@ import collections
 import statistics
 import sys
 
+from report_tsv import kv, read
+
 LOSSY = ("loss", "slow")  # the conditions with the "at most half of tcp" target
-
-
-def kv(s):
-    out = {}
-    for w in s.split():
-        if "=" in w:
-            k, v = w.split("=", 1)
-            try:
-                out[k] = int(v)
-            except ValueError:
-                pass
-    return out
 
 
 def fmt(x):
@@ -45,34 +35,14 @@ def human(b):
 
 
 def main(path):
-    meta, stage, evidence, secs = {}, {}, {}, {}
-    fails = []
+    head, other, cols = read(path)
+    meta, stage, evidence, secs = head["meta"], head["stage"], head["evidence"], head["stage_secs"]
+    fails = [ln.split("\t")[1:] for ln in other if ln.startswith("#fail")]
     vals = collections.defaultdict(dict)  # (cond, bench, bytes) -> {(prov, rep): t_avg}
     runstats = collections.OrderedDict()  # (cond, rep) -> stats of spray's run
     idle = collections.defaultdict(list)
     conds, benches = [], []
-    for ln in open(path, errors="replace"):
-        ln = ln.rstrip("\n")
-        if not ln:
-            continue
-        if ln.startswith("#"):
-            tag, _, rest = ln.partition(" ") if not ln.startswith("#fail") else ("#fail", None, ln)
-            if tag == "#meta":
-                k, _, v = rest.partition(" ")
-                meta[k] = v
-            elif tag == "#stage":
-                c, _, v = rest.partition(" ")
-                stage[c] = v
-            elif tag == "#evidence":
-                c, _, v = rest.partition(" ")
-                evidence[c] = v
-            elif tag == "#stage_secs":
-                c, _, v = rest.partition(" ")
-                secs[c] = v
-            elif tag == "#fail":
-                fails.append(ln.split("\t")[1:])
-            continue
-        c = ln.split("\t")
+    for c in cols:
         if len(c) < 11:
             continue
         cond, bench, nbytes, prov, rep, t_avg = c[0], c[1], int(c[2]), c[3], int(c[4]), float(c[5])

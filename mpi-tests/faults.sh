@@ -69,11 +69,8 @@ for f in $FAULTS; do
     *) echo "faults.sh: unknown fault '$f' (none loss blackhole flap slow incast)" >&2; exit 2 ;;
     esac
 done
-FAULT_LOSS=${FAULT_LOSS:-1} FAULT_LINK=${FAULT_LINK:-1} FAULT_MTU=${FAULT_MTU:-1500}
-FAULT_TCP_PORTS=${FAULT_TCP_PORTS:-30000-30999}
-FLAP_DOWN_S=${FLAP_DOWN_S:-2} FLAP_UP_S=${FLAP_UP_S:-2} FLAP_MODE=${FLAP_MODE:-down}
-SLOW_RATE=${SLOW_RATE:-1gbit} SLOW_FACTOR=${SLOW_FACTOR:-10}
-INCAST_RATE=${INCAST_RATE:-500mbit} INCAST_BUF=${INCAST_BUF:-65536}
+# shellcheck source=mpi-tests/faultlib.sh
+. "$MT_DIR/faultlib.sh"
 TCP_DEAD_LINK_TIMEOUT=${TCP_DEAD_LINK_TIMEOUT:-90}
 STAGE_TIMEOUT=${STAGE_TIMEOUT:-3600}
 export LAUNCH_TIMEOUT
@@ -135,32 +132,7 @@ mpi_tests() {
     echo "$out"
 }
 
-# up_args FAULT -> the hosts.sh up options of its testbed
-up_args() {
-    local a="--mtu $FAULT_MTU ${FAULT_UP_ARGS:-}"
-    case $1 in
-    none | blackhole | flap) a+=" --tcp-ports $FAULT_TCP_PORTS" ;;
-    loss) a+=" --tcp-ports $FAULT_TCP_PORTS --loss $FAULT_LOSS" ;;
-    slow) a+=" --tcp-ports $FAULT_TCP_PORTS --rate $SLOW_RATE" ;;
-    incast) a+=" --topo incast --rate $INCAST_RATE --buf $INCAST_BUF" ;;
-    esac
-    echo "$a"
-}
 
-# inject FAULT -> applies the fault to the testbed that is up (prints what hosts.sh said)
-inject() {
-    case $1 in
-    blackhole) bash "$HOSTS_SH" bad drop "$FAULT_LINK" 100 ;;
-    flap)
-        # enough cycles for the longest stage; `bad clear` (or down) stops it earlier
-        local n
-        n=$(awk -v t="$STAGE_TIMEOUT" -v d="$FLAP_DOWN_S" -v u="$FLAP_UP_S" 'BEGIN { n = int(t / (d + u)) + 1; if (n > 10000) n = 10000; print n }')
-        bash "$HOSTS_SH" bad flap "$FAULT_LINK" "$FLAP_DOWN_S" "$FLAP_UP_S" "$n" "$FLAP_MODE"
-        ;;
-    slow) bash "$HOSTS_SH" bad slow "$FAULT_LINK" "$SLOW_FACTOR" ;;
-    *) echo "no fault injected" ;;
-    esac
-}
 
 # evidence FAULT T0 -> one line: what the fault did during the stage (after it ran)
 evidence() {
@@ -218,7 +190,9 @@ for f in $FAULTS; do
         continue
     fi
     say "$(echo "$up_out" | tail -1)"
-    say "fault: $(inject "$f" 2>&1 | tr '\n' ' ')"
+    # enough flap cycles for the longest stage
+    cycles=$(awk -v t="$STAGE_TIMEOUT" -v d="$FLAP_DOWN_S" -v u="$FLAP_UP_S" 'BEGIN { n = int(t / (d + u)) + 1; if (n > 10000) n = 10000; print n }')
+    say "fault: $(inject "$f" "$cycles" 2>&1 | tr '\n' ' ')"
     echo "#stage $f up $(echo "$up_out" | tail -1 | tr '\t' ' ')" >>"$TSV"
     i=0
     for m in "${avail[@]}"; do

@@ -10,45 +10,20 @@ fault mpi prov test verdict secs why fabric stats.
 import collections
 import sys
 
-
-def kv(s):
-    out = {}
-    for w in s.split():
-        if "=" in w:
-            k, v = w.split("=", 1)
-            try:
-                out[k] = int(v)
-            except ValueError:
-                pass
-    return out
+from report_tsv import kv, read
 
 
 def main(path):
-    meta, stages, evidence, stage_secs, took = {}, {}, {}, {}, {}
+    head, other, cols = read(path)
+    meta, stages, evidence, stage_secs = head["meta"], head["stage"], head["evidence"], head["stage_secs"]
+    took = {}
+    for ln in other:
+        tag, _, rest = ln.partition(" ")
+        if tag == "#took":
+            w = rest.split()
+            took[(w[0], w[1], w[2])] = (int(w[3]), " ".join(w[4:]))
     rows = []
-    for ln in open(path, errors="replace"):
-        ln = ln.rstrip("\n")
-        if not ln:
-            continue
-        if ln.startswith("#"):
-            tag, _, rest = ln.partition(" ")
-            if tag == "#meta":
-                k, _, v = rest.partition(" ")
-                meta[k] = v
-            elif tag == "#stage":
-                f, _, v = rest.partition(" ")
-                stages[f] = v
-            elif tag == "#evidence":
-                f, _, v = rest.partition(" ")
-                evidence[f] = v
-            elif tag == "#stage_secs":
-                f, _, v = rest.partition(" ")
-                stage_secs[f] = v
-            elif tag == "#took":
-                w = rest.split()
-                took[(w[0], w[1], w[2])] = (int(w[3]), " ".join(w[4:]))
-            continue
-        c = ln.split("\t")
+    for c in cols:
         c += [""] * (9 - len(c))
         rows.append(dict(zip(["fault", "mpi", "prov", "test", "verdict", "secs", "why", "fabric", "stats"], c)))
 

@@ -5,8 +5,9 @@
 
 mod common;
 use common::fab::*;
+use common::wait::*;
 
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 use std::ptr::null_mut;
 use std::time::{Duration, Instant};
 
@@ -160,46 +161,6 @@ impl Duo {
     }
 }
 
-/// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CPU time of the whole process, ns.
-fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn getwait<T>(fid: *mut T) -> (i32, c_int) {
-    let mut fd: c_int = -1;
-    let rc = control(
-        fid,
-        sys::FI_GETWAIT,
-        (&mut fd as *mut c_int).cast::<c_void>(),
-    );
-    (rc, fd)
-}
-
-/// Keep endpoint `i` progressing (its CQ read) for `d`: the sender's side.
-fn drive(d: &Duo, i: usize, dur: Duration) {
-    let t0 = Instant::now();
-    let mut e = [sys::fi_cq_tagged_entry::default(); 4];
-    while t0.elapsed() < dur {
-        let _ = cq_read(d.cq[i], &mut e);
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
 #[test]
 fn fd_wait_objects_are_accepted() {
     let d = Duo::new(sys::fi_wait_obj_FI_WAIT_FD);
@@ -232,7 +193,7 @@ fn sread_sleeps_until_a_peer_sends() {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(300));
             d.inject(0, 0xfeed, 7);
-            drive(&d, 0, Duration::from_millis(300));
+            drive(d.cq[0], Duration::from_millis(300));
         });
         let cpu0 = thread_cpu_ns();
         let t0 = Instant::now();
@@ -290,7 +251,7 @@ fn getwait_fd_with_poll_and_trywait_receives_everything() {
                 std::thread::sleep(Duration::from_millis(5));
                 d.inject(0, k, 3);
             }
-            drive(&d, 0, Duration::from_millis(300));
+            drive(d.cq[0], Duration::from_millis(300));
         });
         let mut got = 0;
         let mut sleeps = 0;
@@ -355,7 +316,7 @@ fn cntr_wait_and_epoll_on_its_fd() {
                 std::thread::sleep(Duration::from_millis(30));
                 d.inject(0, k, 4);
             }
-            drive(&d, 0, Duration::from_millis(300));
+            drive(d.cq[0], Duration::from_millis(300));
         });
         // fi_cntr_wait for the first one, sleeping.
         let cpu0 = thread_cpu_ns();

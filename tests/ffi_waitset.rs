@@ -8,6 +8,7 @@
 
 mod common;
 use common::fab::*;
+use common::wait::*;
 
 use std::os::raw::{c_int, c_void};
 use std::ptr::null_mut;
@@ -240,45 +241,6 @@ impl Duo {
     }
 }
 
-/// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
-    cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// CPU time of the whole process, ns.
-fn process_cpu_ns() -> u64 {
-    cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
-}
-
-fn cpu_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn getwait<T>(fid: *mut T) -> (i32, c_int) {
-    let mut fd: c_int = -1;
-    let rc = control(
-        fid,
-        sys::FI_GETWAIT,
-        (&mut fd as *mut c_int).cast::<c_void>(),
-    );
-    (rc, fd)
-}
-
-/// Keep endpoint `i` progressing (its CQ read) for `d`: the sender's side.
-fn drive(d: &Duo, i: usize, dur: Duration) {
-    let t0 = Instant::now();
-    let mut e = [sys::fi_cq_tagged_entry::default(); 4];
-    while t0.elapsed() < dur {
-        let _ = cq_read(d.cq[i], &mut e);
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
 #[test]
 fn wait_set_opens_hands_out_its_fd_and_outlives_its_members() {
     let info = getinfo(sys::fi_ep_type_FI_EP_RDM, sys::FI_MSG as u64);
@@ -331,7 +293,7 @@ fn fi_wait_sleeps_until_a_member_completes_and_progresses_the_endpoint() {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(300));
             d.inject(0, 0xbeef, 7);
-            drive(&d, 0, Duration::from_millis(300));
+            drive(d.cq[0], Duration::from_millis(300));
         });
         let cpu0 = thread_cpu_ns();
         let t0 = Instant::now();
@@ -458,7 +420,7 @@ fn wait_set_fd_with_trywait_receives_everything() {
                 std::thread::sleep(Duration::from_millis(5));
                 d.inject(0, k, 3);
             }
-            drive(&d, 0, Duration::from_millis(300));
+            drive(d.cq[0], Duration::from_millis(300));
         });
         let mut got = 0;
         let mut sleeps = 0;

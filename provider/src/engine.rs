@@ -437,6 +437,7 @@ fn feed_body<B: UserBuf>(b: &B, off: usize, len: usize, s: &mut crate::srd::Seal
     }
 }
 
+#[cfg(any(test, feature = "sim"))]
 impl<B: UserBuf> crate::sim::Node for Engine<B> {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         Engine::handle_datagram(self, now, from, data);

@@ -8,7 +8,8 @@
 //! - [`msg`]: RDM message semantics above it (matching, send-order matching,
 //!   segmentation, completions);
 //! - [`engine`]: the facade the FFI driver runs: one endpoint's SRD + message layer;
-//! - [`sim`]: a deterministic, seeded network simulator for tests.
+//! - `sim` (cargo feature `sim`, on for tests only): a deterministic,
+//!   seeded network simulator; the provider library is built without it.
 //!
 //! Nothing here reads a clock, opens a socket or uses `unsafe`: time comes
 //! in as [`time::Instant`] arguments and randomness from a seeded [`rng::Rng`].
@@ -22,6 +23,7 @@ pub mod hash;
 pub mod msg;
 pub mod muldiv;
 pub mod rng;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod srd;
 pub mod time;

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 pub mod duo;
 pub mod fab;
 pub mod pair;
+pub mod wait;
 
 /// A directory holding only `libspray-fi.so`, a link to the cdylib cargo built
 /// with these tests (the test binary lives in `<target>/<profile>/deps/`, where
