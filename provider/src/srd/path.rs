@@ -410,6 +410,24 @@ impl PathSet {
         i as u8
     }
 
+    /// `n` more fresh paths after the others (another rail's, `rails.rs`).
+    pub fn add_paths(&mut self, n: usize) {
+        self.paths.extend((0..n).map(|_| Path::new()));
+        self.total_cache = None;
+        self.median_at = None;
+    }
+
+    /// Keep only the first `n` paths (at least one): the peer's other rails
+    /// are gone (`rails.rs`). Nothing may still refer to the others.
+    pub fn truncate(&mut self, n: usize) {
+        self.paths.truncate(n.max(1));
+        self.cursor = 0;
+        self.ctl_cursor = 0;
+        self.flowlet = None;
+        self.median_at = None;
+        self.total_cache = None;
+    }
+
     /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
     pub fn median_srtt_at(&mut self, now: Instant) -> u64 {
         let fresh = self
