@@ -292,3 +292,44 @@ fn a_lossy_rail() {
         assert!(ok, "seed {seed}: {rate:.2}x");
     }
 }
+
+/// A rail that dies mid-transfer and never comes back, rail 1 or rail 0
+/// (the main addresses: then every packet, acks included, must go by the
+/// rail left): every datagram arrives exactly once, intact, none fails,
+/// and the rest goes at about one rail's rate.
+#[test]
+fn a_rail_dies_for_good() {
+    let n = 6000;
+    for (seed, dead) in [(4u64, 1usize), (5, 0)] {
+        let mut sim = pair(seed, true, vec![link(RATE), link(RATE)]);
+        let down = Event {
+            from: Instant::from_nanos(100_000_000),
+            until: Instant::from_nanos(u64::MAX),
+            kind: EventKind::Blackhole,
+        };
+        for (a, b) in [(0, 1), (1, 0)] {
+            sim.paths_mut(a, b)[dead].schedule.push(down.clone());
+        }
+        let run = transfer(&format!("rail {dead} dead from 100 ms"), seed, &mut sim, n);
+        let failed = sim.nodes[0].failed().count();
+        let arrivals: Vec<u64> = sim.nodes[1]
+            .arrived
+            .iter()
+            .map(|a| a.at.as_nanos())
+            .collect();
+        let pkt_per_s = RATE as f64 / (SIZE + 56) as f64;
+        let end = run.last_ns;
+        let from = 200_000_000u64;
+        let after = arrivals.iter().filter(|&&t| t >= from).count() as f64
+            / ((end.max(from + 1) - from) as f64 / 1e9)
+            / pkt_per_s;
+        let ok = failed == 0 && end > from && after >= 0.8;
+        row(
+            &format!("rail {dead} of 2 dead for good from 100 ms, one flow"),
+            &format!("all {n} datagrams once, {failed} failed; {after:.2}x one rail's rate after"),
+            "none failed, >= 0.8x",
+            ok,
+        );
+        assert!(ok, "seed {seed}: failed {failed}, after {after:.2}, last {end}");
+    }
+}

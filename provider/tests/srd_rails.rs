@@ -156,6 +156,7 @@ fn data_packet(port: u16, nonce: u64, token: u64, psn: u32) -> Vec<u8> {
             credit: 0xffff,
             sack_base: 100_000,
             sack_bits: u64::MAX,
+            repeat: false,
         }),
         payload_len: body.len() as u16,
     };

@@ -233,20 +233,11 @@ impl Peer {
     /// rarely, so its own loss detection would never find a dead rail, and
     /// half its acks would vanish into it).
     pub(crate) fn ack_path(&mut self, p: &Params, now: Instant) -> u8 {
-        let (mut j, probe) = self.paths.pick(now, None);
+        let j = self.paths.pick_control(None);
         let rtt = self.rtt_ns();
         let Some(r) = self.rails.as_deref() else {
             return j;
         };
-        if probe {
-            // An ACK is no probe of a bad path (nothing acks it, nothing
-            // declares it lost, and the path would wait for it for good):
-            // give the probe back and take another path.
-            if let Some(x) = self.paths.paths.get_mut(usize::from(j)) {
-                x.probing = false;
-            }
-            j = self.paths.pick(now, Some(j)).0;
-        }
         if r.blocks.is_empty() {
             return j;
         }
@@ -476,15 +467,23 @@ impl Peer {
 }
 
 impl Srd {
-    /// The socket path of stateless replies (CHALLENGE, RESET): with rails,
-    /// the last path of rail 0, which the driver sends from its receiving
-    /// socket (bound to every address: the kernel picks the source of the
-    /// rail the reply goes out on); else path 0, as always.
-    pub(crate) fn stateless_path(&self) -> u8 {
-        if self.p.rail_ips.len() >= 2 {
-            self.p.paths.saturating_sub(1)
+    /// The socket path of a stateless reply (CHALLENGE, RESET) to a packet
+    /// that named path `named`: that path (mod the paths per rail), so a
+    /// HELLO retried on another path is answered on another one too
+    /// (`PROTOCOL.md` §5). With rails, a packet naming a path past rail 0's
+    /// block came to one of our rail addresses (a rail check, or a peer's
+    /// packet from its rail): the reply leaves from the last path of rail
+    /// 0, which the driver sends from its receiving socket, bound to the
+    /// wildcard address, so the kernel gives it the source address of the
+    /// rail it leaves by (the one the peer sent to, rails pairing by
+    /// index); from a socket bound to rail 0's address it would come back
+    /// from the wrong address and not be taken for that rail's.
+    pub(crate) fn stateless_path(&self, named: u8) -> u8 {
+        let k = self.p.paths.max(1);
+        if self.p.rail_ips.len() >= 2 && named >= k {
+            k - 1
         } else {
-            0
+            named % k
         }
     }
 

@@ -227,7 +227,8 @@ impl Peer {
         // hash both ways: the CHALLENGE answers on the path the HELLO
         // names). On one fixed path a dead link kept the session from ever
         // opening.
-        let path = (hs.tries % self.paths.paths.len().max(1) as u32) as u8;
+        let n = self.paths.paths.len().min(usize::from(p.paths)).max(1);
+        let path = (hs.tries % n as u32) as u8;
         hs.tries += 1;
         let payload = HandshakeRepr {
             value: hs.echo,
