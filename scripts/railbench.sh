@@ -27,7 +27,8 @@
 # ip, tc, ethtool, cc and libfabric headers; builds fi_stream into a temporary directory.
 # Tears the testbed down on exit (also on failure or Ctrl-C). Exit 1 if a run failed.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REPS=5
 RATE=400
@@ -45,10 +46,10 @@ while [ $# -gt 0 ]; do
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 done
-[[ $REPS =~ ^[0-9]+$ ]] && [ "$REPS" -ge 1 ] && [ "$REPS" -le 50 ] || die "-n: 1..50"
-[[ $RATE =~ ^[0-9]+$ ]] && [ "$RATE" -ge 10 ] || die "--rate: Mbit/s, >= 10"
-[[ $SECS =~ ^[0-9]+$ ]] && [ "$SECS" -ge 1 ] && [ "$SECS" -le 60 ] || die "--secs: 1..60"
-[[ $SIZE =~ ^[0-9]+$ ]] && [ "$SIZE" -ge 1 ] || die "--size: bytes"
+if ! [[ $REPS =~ ^[0-9]+$ && $REPS -ge 1 && $REPS -le 50 ]]; then die "-n: 1..50"; fi
+if ! [[ $RATE =~ ^[0-9]+$ && $RATE -ge 10 ]]; then die "--rate: Mbit/s, >= 10"; fi
+if ! [[ $SECS =~ ^[0-9]+$ && $SECS -ge 1 && $SECS -le 60 ]]; then die "--secs: 1..60"; fi
+if ! [[ $SIZE =~ ^[0-9]+$ && $SIZE -ge 1 ]]; then die "--size: bytes"; fi
 need_root
 need_cmd ip tc ethtool cc timeout awk
 find_cargo || true
@@ -67,6 +68,7 @@ lib="$SPRAY_ROOT/target/release/libspray_fi.so"
 mkdir -p "$work/prov"
 cp "$lib" "$work/prov/libspray-fi.so"
 
+# shellcheck disable=SC2317 # called through the trap
 cleanup() {
 	local n
 	for n in "$A" "$B"; do
@@ -110,7 +112,7 @@ wait_idle() {
 # run NAME MS [DOWN_MS] -> prints the receiver's MB/s (10^6 B/s) or "fail"; logs in $work.
 # Env for both sides from the variables IFACES and RAILS.
 run() {
-	local name=$1 ms=$2 down=${3:-} log="$work/$1" hex="" i rc=0
+	local ms=$2 down=${3:-} log="$work/$1" hex="" i rc=0
 	local w=$((67108864 / SIZE))
 	[ "$w" -le 64 ] || w=64
 	[ "$w" -ge 2 ] || w=2

@@ -330,6 +330,9 @@ fn a_rail_dies_for_good() {
             "none failed, >= 0.8x",
             ok,
         );
-        assert!(ok, "seed {seed}: failed {failed}, after {after:.2}, last {end}");
+        assert!(
+            ok,
+            "seed {seed}: failed {failed}, after {after:.2}, last {end}"
+        );
     }
 }

@@ -373,11 +373,7 @@ type Tap<'a> = &'a mut dyn FnMut(usize, &[u8], &mut spray::srd::Srd, SocketAddr)
 /// Move packets between two cores by hand until both are quiet, at `now`
 /// (each packet from the address of the rail its path names); `tap` sees
 /// each packet first and may deliver something else in its place.
-fn pump(
-    srds: &mut [spray::srd::Srd; 2],
-    now: Instant,
-    tap: Tap<'_>,
-) {
+fn pump(srds: &mut [spray::srd::Srd; 2], now: Instant, tap: Tap<'_>) {
     let mut buf = vec![0u8; 65536];
     for _ in 0..1000 {
         let mut moved = false;
