@@ -439,7 +439,7 @@ fn rails_child() {
             );
             bufs[k].fill(0);
             got += 1;
-            if got % 100 == 0 {
+            if got.is_multiple_of(100) {
                 println!("progress {got}");
             }
             post(k, &mut bufs[k]);
@@ -473,7 +473,7 @@ fn rails_child() {
             let due = start + Duration::from_micros(seq * PACE_US);
             while Instant::now() < due {
                 // Progress (acks, resends) while waiting.
-                let mut e = [sys::fi_cq_tagged_entry::default(); 0];
+                let mut e: [sys::fi_cq_tagged_entry; 0] = [];
                 let _ = common::fab::cq_read(s.cq, &mut e);
                 std::thread::sleep(Duration::from_micros(100));
             }
@@ -493,7 +493,7 @@ fn rails_child() {
                     return;
                 }
                 assert_eq!(rc, -(sys::FI_EAGAIN as isize), "fi_tsend");
-                let mut e = [sys::fi_cq_tagged_entry::default(); 0];
+                let mut e: [sys::fi_cq_tagged_entry; 0] = [];
                 let _ = common::fab::cq_read(s.cq, &mut e);
                 assert!(Instant::now() < deadline, "fi_tsend kept saying EAGAIN");
             }
