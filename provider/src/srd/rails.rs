@@ -231,7 +231,9 @@ impl Peer {
     /// The path of a pure ACK: the picker's, but on a rail the peer was
     /// heard from lately when the picker's was not (a receiver sends DATA
     /// rarely, so its own loss detection would never find a dead rail, and
-    /// half its acks would vanish into it).
+    /// half its acks would vanish into it). Measured (`PROTOCOL.md` §5.1):
+    /// without it a flow through TBF-limited veth NICs fell from 45 to
+    /// 0.6-5 MB/s after one NIC went down (its pacing overshot).
     pub(crate) fn ack_path(&mut self, p: &Params, now: Instant) -> u8 {
         let j = self.paths.pick_control(None);
         let rtt = self.rtt_ns();
