@@ -6,7 +6,7 @@
  *          sender's end message (which carries the number of data messages sent) and all data;
  *          with -T, also a line "tick t=SECONDS bytes=N msgs=N" on stderr every TICK_MS
  *          milliseconds from the first data message on (t from then; bytes and msgs so far), for
- *          a rate over time (scripts/multirail.sh);
+ *          a rate over time (scripts/railbench.sh);
  *        fi_stream send -p PROV -a HEX -s SIZE -d MS [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S]
  *          sends SIZE-byte messages with WINDOW outstanding for MS milliseconds, then an end message.
  * The sender first sends one warm-up message (connection set-up is not timed). The endpoint binds
