@@ -31,6 +31,10 @@ pub struct Domain {
     /// Its interface (the info's source address's, else its domain name's):
     /// where endpoints opened without a source address bind.
     pub iface: Option<crate::iface::Iface>,
+    /// Its rails, for a domain named for several interfaces (`a+b`,
+    /// `iface::rails_named`): its endpoints bind to all of them and `iface`
+    /// is the first. Empty: one interface.
+    pub rails: Vec<crate::iface::Iface>,
 }
 
 static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, None);
@@ -99,6 +103,22 @@ pub unsafe extern "C" fn domain_open(
                 }),
             }
         };
+        // A domain named for several interfaces (`a+b`) spans them as rails,
+        // unless a source address of another interface is given.
+        // SAFETY: as above.
+        let rails = unsafe {
+            let i = &*info;
+            let src = crate::addr::read_sockaddr(i.src_addr, i.src_addrlen);
+            dattr
+                .filter(|d| !d.name.is_null())
+                .and_then(|d| {
+                    let name = std::ffi::CStr::from_ptr(d.name).to_string_lossy();
+                    crate::iface::rails_named(&name, v6)
+                })
+                .filter(|r| src.is_none_or(|a| a.ip().is_unspecified() || a.ip() == r[0].ip))
+                .unwrap_or_default()
+        };
+        let iface = rails.first().cloned().or(iface);
         // SAFETY: auth_key holds auth_key_size bytes (libfabric contract).
         let auth_key =
             match dattr.map(|d| unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) }) {
@@ -124,6 +144,7 @@ pub unsafe extern "C" fn domain_open(
             mrs: Arc::new(mr::MrTable::new(mr_mode)),
             auth_key,
             iface,
+            rails,
         };
         f.refs.inc();
         // SAFETY: dom is a valid out-pointer.

@@ -190,10 +190,29 @@ pub unsafe extern "C" fn endpoint_open(
         let Some(nic) = nic else {
             return err::EADDRNOTAVAIL;
         };
-        let max_datagram = iface::max_datagram(&nic);
+        // A domain of several rails: its endpoints bind to all of them
+        // (unless given an address of another interface).
+        let rails: Vec<std::net::IpAddr> =
+            if d.rails.len() >= 2 && d.rails[0].ip.is_ipv6() == v6 && at.ip() == d.rails[0].ip {
+                d.rails.iter().map(|r| r.ip).collect()
+            } else {
+                Vec::new()
+            };
+        let max_datagram = if rails.is_empty() {
+            iface::max_datagram(&nic)
+        } else {
+            iface::rails_max_datagram(&d.rails)
+        };
         let lim = limits::for_datagram(max_datagram);
         let search = at.port() == default_port;
-        let socks = match crate::io::sock::open_configured(at, search) {
+        let opened = if rails.is_empty() {
+            crate::io::sock::open_configured(at, search)
+        } else {
+            let sockbuf = params::get_size("sockbuf").unwrap_or(16 << 20);
+            let per_rail = crate::io::sock::paths_per_rail(rails.len());
+            crate::io::sock::open_rails(&rails, at.port(), search, per_rail, sockbuf)
+        };
+        let socks = match opened {
             Ok(s) => s,
             Err(e) => return e,
         };

@@ -163,7 +163,24 @@ unsafe extern "C" fn setname(fid: sys::fid_t, a: *mut c_void, len: usize) -> c_i
             ));
             return err::EINVAL;
         }
-        match crate::io::sock::open_configured(want, false) {
+        let opened = if st.rails().len() >= 2 {
+            // An endpoint of several rails rebinds them all at the new port;
+            // its main address stays rail 0's.
+            let rails = st.rails().to_vec();
+            if !want.ip().is_unspecified() && want.ip() != rails[0] {
+                crate::log::warn(&format!(
+                    "fi_setname: {want} is not the address of rail 0 ({})",
+                    rails[0]
+                ));
+                return err::EINVAL;
+            }
+            let sockbuf = crate::params::get_size("sockbuf").unwrap_or(16 << 20);
+            let per_rail = crate::io::sock::paths_per_rail(rails.len());
+            crate::io::sock::open_rails(&rails, want.port(), false, per_rail, sockbuf)
+        } else {
+            crate::io::sock::open_configured(want, false)
+        };
+        match opened {
             Ok(s) => match st.set_local(s) {
                 Ok(()) => 0,
                 Err(e) => e as c_int,

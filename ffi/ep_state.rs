@@ -212,6 +212,12 @@ impl EpState {
             .map(|t| t.as_nanos())
     }
 
+    /// The endpoint's rails' IPs (rail 0 first; empty with one rail), before
+    /// enable.
+    pub fn rails(&self) -> &[std::net::IpAddr] {
+        self.socks.as_ref().map_or(&[], |s| &s.rails)
+    }
+
     /// Rebind before enable (`fi_setname`).
     pub fn set_local(&mut self, socks: Sockets) -> Result<(), Errno> {
         if self.run.is_some() {
@@ -266,16 +272,23 @@ impl EpState {
         } else {
             EpMode::Rdm
         };
-        let mut cfg = config(mode, socks.local, socks.fds.len(), self.setup.max_datagram);
+        let per_rail = socks.fds.len() / socks.rails.len().max(1);
+        let mut cfg = config(mode, socks.local, per_rail, self.setup.max_datagram);
+        cfg.rails = socks.rails.clone();
         cfg.auth_key = self.setup.auth_key.clone();
         cfg.max_tx_ops = self.setup.tx_size;
         cfg.max_rx_ops = self.setup.rx_size;
         let place_round = cfg.ack_every as usize;
         log::info(&format!(
-            "endpoint {} ({:?}): {} paths, max datagram {} B, nonce {:#x}, tx/rx queue {}/{}, {}",
+            "endpoint {} ({:?}): {} paths{}, max datagram {} B, nonce {:#x}, tx/rx queue {}/{}, {}",
             socks.local,
             mode,
             cfg.paths,
+            if cfg.rails.len() > 1 {
+                format!(" per rail, rails {:?}", cfg.rails)
+            } else {
+                String::new()
+            },
             cfg.max_datagram,
             cfg.nonce,
             cfg.max_tx_ops,
@@ -298,7 +311,10 @@ impl EpState {
             gso: params::int_or("gso", 1, 0, 1) == 1,
             gro: params::int_or("gro", 1, 0, 1) == 1,
         };
-        let io = Io::new(socks.fds, self.setup.max_datagram, batch, offloads);
+        let mut io = Io::new(socks.fds, self.setup.max_datagram, batch, offloads);
+        if !socks.rails.is_empty() {
+            io.set_rails(per_rail);
+        }
         let place = params::int_or("rx_place", 1, 0, 1) == 1;
         self.run = Some(Running {
             engine,

@@ -104,10 +104,24 @@ struct Offer {
     src: SocketAddr,
     dest: Option<SocketAddr>,
     iface: Iface,
+    /// A domain of several rails (`iface` is the first): every interface
+    /// of it. Empty: one interface.
+    rails: Vec<Iface>,
     /// Job keys asked for in the hints (domain and endpoint `auth_key`),
     /// echoed in the answer so that `fi_domain` / `fi_endpoint` get them.
     domain_key: Option<Vec<u8>>,
     ep_key: Option<Vec<u8>>,
+}
+
+impl Offer {
+    /// The domain name: the interface's, or the rails' joined by `+`.
+    fn domain_name(&self) -> String {
+        if self.rails.is_empty() {
+            self.iface.name.clone()
+        } else {
+            iface::rails_name(&self.rails)
+        }
+    }
 }
 
 /// The `getinfo` callback of our provider.
@@ -261,6 +275,9 @@ fn build_offers(
         log::info("IPv6 asked for, but no interface has an IPv6 address");
         return Ok(Vec::new());
     }
+    // With FI_SPRAY_RAILS=1, a domain spanning the interfaces as rails
+    // comes first; a domain name `a+b` asks for that one alone.
+    let mut rails = iface::default_rails(v6);
     // A domain name in the hints selects that interface (domain = interface),
     // loopback included.
     // SAFETY: hint sub-attributes are NULL or valid; a non-NULL name is NUL-terminated.
@@ -272,9 +289,20 @@ fn build_offers(
         let name = unsafe { CStr::from_ptr(d.name) }
             .to_string_lossy()
             .into_owned();
-        match iface::by_name(&name, v6) {
-            Some(i) => cands = vec![i],
-            None => return Ok(Vec::new()),
+        if name.contains('+') {
+            match iface::rails_named(&name, v6) {
+                Some(r) => {
+                    rails = Some(r);
+                    cands = Vec::new();
+                }
+                None => return Ok(Vec::new()),
+            }
+        } else {
+            rails = None;
+            match iface::by_name(&name, v6) {
+                Some(i) => cands = vec![i],
+                None => return Ok(Vec::new()),
+            }
         }
     }
     // Local and remote addresses; an unspecified source IP is each interface's.
@@ -310,11 +338,14 @@ fn build_offers(
         return Ok(Vec::new());
     }
     if !src.ip().is_unspecified() {
-        // A given source address: the interface that owns it, and only it.
+        // A given source address: the interface that owns it, and only it
+        // (or the rails whose first it is).
+        rails = rails.filter(|r| r[0].ip == src.ip());
         match iface::owning(src.ip()) {
             Some(i) if wanted.is_none() || cands.iter().any(|c| c.name == i.name) => {
                 cands = vec![i]
             }
+            _ if rails.is_some() => cands = Vec::new(),
             _ => return Ok(Vec::new()),
         }
     } else if let Some(d) = dest {
@@ -328,7 +359,12 @@ fn build_offers(
     }
 
     let mut out = Vec::new();
-    for chosen in &cands {
+    let sets = rails
+        .into_iter()
+        .map(|r| (r[0].clone(), r))
+        .chain(cands.into_iter().map(|i| (i, Vec::new())));
+    for (chosen, rails) in sets {
+        let chosen = &chosen;
         let src = SocketAddr::new(
             if src.ip().is_unspecified() {
                 chosen.ip
@@ -337,15 +373,23 @@ fn build_offers(
             },
             src.port(),
         );
-        let max_dgram = iface::max_datagram(chosen);
+        let max_dgram = if rails.is_empty() {
+            iface::max_datagram(chosen)
+        } else {
+            iface::rails_max_datagram(&rails)
+        };
         let lim = limits::for_datagram(max_dgram);
         log::info(&format!(
             "interface {} address {} mtu {} -> max datagram {} B; {} paths",
-            chosen.name,
+            if rails.is_empty() {
+                chosen.name.clone()
+            } else {
+                format!("rails {}", iface::rails_name(&rails))
+            },
             src,
             chosen.mtu,
             max_dgram,
-            crate::params::int_or("paths", crate::params::DEFAULT_PATHS, 1, 64)
+            crate::io::sock::paths_per_rail(rails.len())
         ));
         for ep_type in [FI_EP_RDM, FI_EP_DGRAM] {
             let (caps, max_msg, order, tag) = if ep_type == FI_EP_RDM {
@@ -378,6 +422,7 @@ fn build_offers(
                 src,
                 dest,
                 iface: chosen.clone(),
+                rails: rails.clone(),
                 domain_key: None,
                 ep_key: None,
             };
@@ -450,7 +495,7 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
     }
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(d) = unsafe { h.domain_attr.as_ref() } {
-        if !name_matches(d.name, &o.iface.name) {
+        if !name_matches(d.name, &o.domain_name()) {
             return false;
         }
         if d.threading != FI_THREAD_UNSPEC {
@@ -683,8 +728,9 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     ep.rx_ctx_cnt = 1;
     (ep.auth_key, ep.auth_key_size) = crate::auth::c_copy(o.ep_key.as_deref());
     (dom.auth_key, dom.auth_key_size) = crate::auth::c_copy(o.domain_key.as_deref());
-    dom.name = c_dup(&o.iface.name);
-    // The interface's attributes; freed (and duplicated) through its own ops.
+    dom.name = c_dup(&o.domain_name());
+    // The interface's attributes (a domain of rails: its first rail's);
+    // freed (and duplicated) through its own ops.
     i.nic = crate::nic::alloc(&o.iface);
     dom.threading = o.threading;
     dom.control_progress = o.control_progress;

@@ -195,6 +195,53 @@ fn loopback_v4() -> Iface {
     }
 }
 
+/// The domain name of a rail set: its interfaces' names joined by `+`.
+pub fn rails_name(rails: &[Iface]) -> String {
+    rails
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// The rails a domain name made of interface names joined by `+` names
+/// (`PROTOCOL.md` §5.1): each an UP interface with an address of the family,
+/// none twice, none loopback, at least two (and at most
+/// `spray::wire::rails::MAX_RAILS`). `None` for any other name.
+pub fn rails_named(name: &str, v6: bool) -> Option<Vec<Iface>> {
+    if !name.contains('+') {
+        return None;
+    }
+    let mut out: Vec<Iface> = Vec::new();
+    for n in name.split('+').map(str::trim) {
+        let i = by_name(n, v6)?;
+        if i.loopback || out.iter().any(|o| o.name == i.name || o.ip == i.ip) {
+            return None;
+        }
+        out.push(i);
+    }
+    (2..=spray::wire::rails::MAX_RAILS)
+        .contains(&out.len())
+        .then_some(out)
+}
+
+/// With `FI_SPRAY_RAILS=1`: the rail set getinfo offers first, of every
+/// interface it offers (`usable`) but loopback, if at least two (at most
+/// `MAX_RAILS`, the first ones).
+pub fn default_rails(v6: bool) -> Option<Vec<Iface>> {
+    if params::int_or("rails", 0, 0, 1) != 1 {
+        return None;
+    }
+    let mut v: Vec<Iface> = usable(v6).into_iter().filter(|i| !i.loopback).collect();
+    v.truncate(spray::wire::rails::MAX_RAILS);
+    (v.len() >= 2).then_some(v)
+}
+
+/// Largest UDP payload over every rail of a set (`max_datagram` of each).
+pub fn rails_max_datagram(rails: &[Iface]) -> usize {
+    rails.iter().map(max_datagram).min().unwrap_or(548)
+}
+
 /// The interface that owns `ip` (for addresses given by the application).
 pub fn owning(ip: IpAddr) -> Option<Iface> {
     list().into_iter().find(|i| i.ip == ip)

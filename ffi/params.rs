@@ -22,6 +22,7 @@ enum Kind {
 /// (name, type, help). The environment variable is `FI_SPRAY_<NAME>`.
 const PARAMS: &[(&str, Kind, &str)] = &[
     ("iface", Kind::Str, "Comma-separated network interfaces getinfo offers a domain for, in that order (unknown names are skipped); endpoints use the interface's IPv4 address, or its IPv6 address (not link-local) for IPv6 endpoints (default: every UP non-loopback interface with an address of that family, else loopback)"),
+    ("rails", Kind::Int, "1: getinfo offers first a domain spanning every interface it offers (FI_SPRAY_IFACE's, loopback left out, at least two), named by their names joined with '+' (e.g. eth0+eth1): its endpoints spray each peer that has rails too over all of them (multi-rail: rail i pairs with the peer's rail i, so list the interfaces in the same order on every host); a domain name 'a+b' in the hints selects such a domain without it (default 0)"),
     ("ipv6", Kind::Int, "1: endpoints use IPv6 (FI_SOCKADDR_IN6) when the application asks for no address format and names no address, as fi_pingpong (whose -6 covers only its control socket); 0 (default): IPv4. FI_SOCKADDR_IN6 hints or an IPv6 node select IPv6 without it"),
     ("port", Kind::Int, "Main UDP port of the first endpoint (0 = ephemeral; later endpoints take the next free port)"),
     ("local_paths", Kind::Int, "Paths to peers on the same host (a loopback address or the endpoint's own IP), 1..paths (default 1: loopback has no ECMP to spray over, and cycling through many sockets costs about 1 us per message)"),

@@ -157,7 +157,7 @@ pub fn line(
         io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
         io.rx_gro_datagrams, io.rx_gro_packets, io.rx_chained
     );
-    let fields: [(&str, u64); 48] = [
+    let fields: [(&str, u64); 54] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -206,6 +206,12 @@ pub fn line(
         ("failed", s.failed),
         ("peer_restarts", s.peer_restarts),
         ("unreachable", s.unreachable),
+        ("tx_rails", s.tx_rails),
+        ("tx_rail_checks", s.tx_rail_checks),
+        ("rx_rails", s.rx_rails),
+        ("rx_rails_ignored", s.rx_rails_ignored),
+        ("rails_valid", s.rails_valid),
+        ("rails_refused", s.rails_refused),
     ];
     o.push_str(",\"srd\":{");
     for (i, (k, v)) in fields.iter().enumerate() {
@@ -247,9 +253,10 @@ pub fn line(
         {
             let _ = write!(
                 o,
-                "{}{{\"path\":{},\"health\":\"{}\",\"sent_packets\":{},\"sent_bytes\":{},\"retransmits\":{},\"lost\":{},\"acked_packets\":{},\"acked_bytes\":{},\"srtt_ns\":{},\"min_rtt_ns\":{},\"rate_bps\":{}}}",
+                "{}{{\"path\":{},\"rail\":{},\"health\":\"{}\",\"sent_packets\":{},\"sent_bytes\":{},\"retransmits\":{},\"lost\":{},\"acked_packets\":{},\"acked_bytes\":{},\"srtt_ns\":{},\"min_rtt_ns\":{},\"rate_bps\":{}}}",
                 if first { "" } else { "," },
                 x.path,
+                x.rail,
                 health(x.health),
                 x.sent_packets,
                 x.sent_bytes,

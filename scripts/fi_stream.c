@@ -1,9 +1,12 @@
 /* fi_stream.c: one-way stream of tagged RDM messages over a libfabric provider (scripts/hostbench.sh):
  * bandwidth, and the CPU time of sender and receiver over the timed phase.
  *
- * Usage: fi_stream recv -p PROV -s SIZE [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S]
+ * Usage: fi_stream recv -p PROV -s SIZE [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S] [-T TICK_MS]
  *          prints "name=HEX" (its endpoint address) as its first line, then receives until the
  *          sender's end message (which carries the number of data messages sent) and all data;
+ *          with -T, also a line "tick t=SECONDS bytes=N msgs=N" on stderr every TICK_MS
+ *          milliseconds from the first data message on (t from then; bytes and msgs so far), for
+ *          a rate over time (scripts/railbench.sh);
  *        fi_stream send -p PROV -a HEX -s SIZE -d MS [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S]
  *          sends SIZE-byte messages with WINDOW outstanding for MS milliseconds, then an end message.
  * The sender first sends one warm-up message (connection set-up is not timed). The endpoint binds
@@ -47,6 +50,7 @@ static struct fid_ep *ep;
 static struct fid_cq *cq;
 static struct fid_av *av;
 static long idle_us = 20;
+static long tick_ms = 0;
 
 static double now_s(void)
 {
@@ -181,8 +185,17 @@ static void run_recv(const char *prov, size_t size, int window)
 	int end_seen = 0;
 	int64_t expect = 0;
 	struct fi_cq_tagged_entry e[64];
+	double t_tick = 0;
 	while (!end_seen || msgs < expect) {
 		int n = poll_cq(e, 64);
+		if (tick_ms > 0 && t_first > 0) {
+			double t = now_s();
+			if (t - t_tick >= tick_ms / 1e3) {
+				fprintf(stderr, "tick t=%.6f bytes=%llu msgs=%ld\n", t - t_first,
+					(unsigned long long)bytes, msgs);
+				t_tick = t;
+			}
+		}
 		if (n == 0)
 			idle();
 		for (int i = 0; i < n; i++) {
@@ -314,7 +327,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2 || (strcmp(argv[1], "send") && strcmp(argv[1], "recv"))) {
 	usage:
-		fprintf(stderr, "usage: fi_stream recv -p PROV -s SIZE [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S]\n"
+		fprintf(stderr, "usage: fi_stream recv -p PROV -s SIZE [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S] [-T TICK_MS]\n"
 				"       fi_stream send -p PROV -a HEX -s SIZE -d MS [-w WINDOW] [-i IDLE_US] [-t TIMEOUT_S]\n");
 		return 2;
 	}
@@ -323,7 +336,7 @@ int main(int argc, char **argv)
 	size_t size = 0;
 	long ms = 1000;
 	optind = 2;
-	while ((opt = getopt(argc, argv, "p:a:s:d:w:i:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:a:s:d:w:i:t:T:")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'a': addr = optarg; break;
@@ -332,11 +345,12 @@ int main(int argc, char **argv)
 		case 'w': window = atoi(optarg); break;
 		case 'i': idle_us = atol(optarg); break;
 		case 't': timeout_s = atoi(optarg); break;
+		case 'T': tick_ms = atol(optarg); break;
 		default: goto usage;
 		}
 	}
 	if (!prov || size < 1 || size > (256u << 20) || window < 1 || window > MAX_WINDOW || ms < 1 ||
-	    idle_us < 0 || idle_us > 100000 || timeout_s < 1 || (sender && !addr))
+	    idle_us < 0 || idle_us > 100000 || timeout_s < 1 || (sender && !addr) || tick_ms < 0 || tick_ms > 60000)
 		goto usage;
 	signal(SIGALRM, on_alarm);
 	alarm((unsigned)timeout_s);

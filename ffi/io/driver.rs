@@ -98,6 +98,12 @@ impl Io {
         }
     }
 
+    /// The sockets are `per_rail` per rail (`sock::open_rails`): path
+    /// `r * per_rail + i` leaves from rail `r`'s sockets.
+    pub fn set_rails(&mut self, per_rail: usize) {
+        self.tx.set_rails(per_rail);
+    }
+
     /// The offloads in use.
     pub fn offloads(&self) -> Offloads {
         Offloads {

@@ -92,6 +92,8 @@ pub(crate) struct Tx {
     /// Most datagrams per segmented send; 1 = GSO off (the kernel or a
     /// device refused it: see `send_socket`).
     gso_segs: usize,
+    /// Sockets per rail (`set_rails`; all of them with one rail).
+    per_rail: usize,
 }
 
 fn zero_hdr() -> libc::mmsghdr {
@@ -134,7 +136,13 @@ impl Tx {
             conn: vec![None; nsocks],
             conn_tried: vec![false; nsocks],
             gso_segs: if gso { GSO_MAX_SEGS } else { 1 },
+            per_rail: nsocks,
         }
+    }
+
+    /// The sockets are `per_rail` per rail (`sock::open_rails`).
+    pub(crate) fn set_rails(&mut self, per_rail: usize) {
+        self.per_rail = per_rail.max(1);
     }
 
     /// Are segmented sends in use?
@@ -179,7 +187,7 @@ impl Tx {
                 let len = t.len.min(self.slot_bytes);
                 self.meta[self.len] = TxMeta {
                     dst: t.dst,
-                    sock: sock_of_path(socks.len(), t.path),
+                    sock: sock_of_rail_path(self.per_rail, socks.len(), t.path),
                     len,
                     body,
                     body_n,
@@ -478,6 +486,18 @@ impl Tx {
 /// connected to it (socket 0 receives, see `Tx::conn`).
 fn sock_of_path(n: usize, path: u8) -> usize {
     (usize::from(path) % n + 1) % n
+}
+
+/// The socket of path `path` with `per_rail` sockets per rail, of `n`: rail
+/// 0's paths as `sock_of_path` (its socket 0 is the receiving one), path
+/// `r * per_rail + i` of a further rail from socket `r * per_rail + i`.
+/// With one rail (`per_rail == n`), `sock_of_path`.
+fn sock_of_rail_path(per_rail: usize, n: usize, path: u8) -> usize {
+    let p = usize::from(path);
+    if per_rail >= n || p < per_rail {
+        return sock_of_path(per_rail.min(n), path);
+    }
+    p % n
 }
 
 /// Does socket `fd` accept `UDP_SEGMENT` (the kernel has UDP GSO)? Setting

@@ -70,6 +70,16 @@ pub struct Config {
     /// is the main one (the FFI driver sends path `i` from socket `i + 1`, the
     /// last from socket 0, so a single-path peer's sockets can be connected).
     pub paths: u8,
+    /// Rails: the endpoint's IP addresses, one per NIC, rail 0 first (it
+    /// must be `local`'s IP; the FFI sets it so). With two or more, the
+    /// endpoint receives at every one of them on `local`'s port, sends each
+    /// rail's paths from sockets bound to that rail's address (`paths`
+    /// sockets per rail: path `r * paths + i` is entropy value `i` of rail
+    /// `r`) and sprays a peer that has rails too over both (rail `r` with
+    /// its rail `r`, `PROTOCOL.md` §5.1). Empty or one address: one rail,
+    /// and nothing on the wire or in the engine changes. At most
+    /// `wire::rails::MAX_RAILS`; `rails × paths` at most 64.
+    pub rails: Vec<core::net::IpAddr>,
     /// Paths to peers on this host (a loopback address, or this endpoint's own
     /// IP): there is no ECMP fabric to spray over there, and cycling through
     /// many sockets costs about a microsecond per message on loopback. 1..=paths.
@@ -141,6 +151,7 @@ impl Config {
             auth_key: None,
             seed: 0x5eed,
             paths: 8,
+            rails: Vec::new(),
             local_paths: 1,
             max_datagram: 1472,
             unreachable_timeout: Duration::from_secs(5),

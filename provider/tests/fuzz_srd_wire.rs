@@ -13,22 +13,27 @@ use fuzz_model::{below, run_cases, word};
 use spray::sim::forge::{bytes_of, spec_parses, Field, Forged, Mutation, FIELDS};
 use spray::wire::srd::{flags, AckRepr, HandshakeRepr, Packet, PacketType, Repr, HEADER_LEN};
 
-const TYPES: [PacketType; 6] = [
+const TYPES: [PacketType; 7] = [
     PacketType::Data,
     PacketType::Ack,
     PacketType::Reset,
     PacketType::Probe,
     PacketType::Hello,
     PacketType::Challenge,
+    PacketType::Rails,
 ];
 
 /// A valid packet of any type with every field drawn from the input.
 fn valid_packet(u: &mut Unstructured) -> Vec<u8> {
-    let ty = TYPES[below(u, 6) as usize];
+    let ty = TYPES[below(u, TYPES.len() as u64) as usize];
     let body_len = below(u, 300) as usize;
     let body = bytes_of(word(u), body_len);
     let mut f = Forged::new(ty, word(u) as u16, word(u).max(1), word(u), &body);
-    if !matches!(
+    if ty == PacketType::Rails {
+        // In a session, no ack; ACK_NOW asks for an answer.
+        f.repr.flags = word(u) as u8 & flags::ACK_NOW;
+        f.repr.path = word(u) as u8;
+    } else if !matches!(
         ty,
         PacketType::Reset | PacketType::Hello | PacketType::Challenge
     ) {

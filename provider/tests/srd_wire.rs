@@ -2,8 +2,10 @@
 //! random / mutated bytes never panics.
 
 use spray::rng::Rng;
+use spray::wire::rails::RailsRepr;
 use spray::wire::srd::{
-    flags, AckRepr, HandshakeRepr, Packet, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN, TAG_LEN,
+    flags, AckRepr, HandshakeRepr, Packet, PacketType, Repr, CAP_RAILS, HANDSHAKE_LEN, HEADER_LEN,
+    TAG_LEN,
 };
 use spray::wire::WireError;
 
@@ -188,7 +190,7 @@ fn rejects_bad_headers() {
         Err(WireError::Malformed)
     );
     let mut b = buf;
-    b[1] = 7; // the first unassigned type
+    b[1] = 8; // the first unassigned type
     assert_eq!(
         Repr::parse(&Packet::new_unchecked(&b[..])),
         Err(WireError::BadType)
@@ -291,6 +293,105 @@ fn handshake_vectors() {
     );
     assert_eq!(HandshakeRepr::parse(&[0u8; 16]), Err(WireError::Malformed));
     assert_eq!(HandshakeRepr::parse(&[1u8; 15]), Err(WireError::Malformed));
+}
+
+/// A RAILS packet byte by byte (the vector in `PROTOCOL.md` §5.1), its
+/// payload both ways (IPv4 mapped, IPv6 as is), and its rules: in a
+/// session (a token), 2 to 8 entries of 16 bytes, flags ACK_NOW and MAC only.
+#[test]
+fn rails_vector_and_rules() {
+    let list = RailsRepr {
+        rails: vec![
+            "198.18.20.1".parse().unwrap(),
+            "198.18.21.1".parse().unwrap(),
+        ],
+    };
+    let r = Repr {
+        ty: PacketType::Rails,
+        flags: flags::ACK_NOW,
+        path: 0,
+        src_port: 0x1234,
+        src_nonce: 0x0102_0304_0506_0708,
+        dst_token: 0x4142_4344_4546_4748,
+        psn: 0,
+        psn_floor: 0,
+        ack: None,
+        payload_len: list.buffer_len() as u16,
+    };
+    let mut buf = [0u8; HEADER_LEN + 32];
+    r.emit(&mut buf).unwrap();
+    list.emit(&mut buf[HEADER_LEN..]).unwrap();
+    #[rustfmt::skip]
+    let want: [u8; HEADER_LEN + 32] = [
+        0x02, 0x07, 0x02, 0x00,  0x12, 0x34, 0x00, 0x20, // v2, RAILS, ACK_NOW, path 0, src_port, payload 32
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,  // src_nonce
+        0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,  // dst_token: the session token
+        0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, // psn .. credit: 0
+        0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, // sack: 0
+        0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0xff, 0xff, 198, 18, 20, 1, // rail 0 ::ffff:198.18.20.1
+        0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0xff, 0xff, 198, 18, 21, 1, // rail 1 ::ffff:198.18.21.1
+    ];
+    assert_eq!(buf, want);
+    let p = Packet::new_checked(&buf[..]).unwrap();
+    assert_eq!(Repr::parse(&p).unwrap(), r);
+    assert_eq!(RailsRepr::parse(p.payload()).unwrap(), list);
+    // IPv6 entries stay IPv6; 8 rails is the most.
+    let v6 = RailsRepr {
+        rails: (1..=8u16)
+            .map(|i| std::net::IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i)))
+            .collect(),
+    };
+    let mut b = vec![0u8; v6.buffer_len()];
+    v6.emit(&mut b).unwrap();
+    assert_eq!(RailsRepr::parse(&b).unwrap(), v6);
+    let nine = RailsRepr {
+        rails: vec![v6.rails[0]; 9],
+    };
+    assert!(nine.emit(&mut [0u8; 144]).is_err());
+    assert!(RailsRepr::parse(&[0u8; 16]).is_err());
+    assert!(RailsRepr::parse(&[0u8; 144]).is_err());
+    assert!(RailsRepr::parse(&[0u8; 33]).is_err());
+    let bad = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = buf.to_vec();
+        f(&mut b);
+        Repr::parse(&Packet::new_unchecked(&b[..]))
+    };
+    assert_eq!(
+        bad(&|b| b[16..24].fill(0)),
+        Err(WireError::Malformed),
+        "no token"
+    );
+    assert_eq!(
+        bad(&|b| b[2] |= flags::MORE),
+        Err(WireError::Malformed),
+        "flag"
+    );
+    assert_eq!(
+        bad(&|b| b[2] |= flags::RETRANSMIT),
+        Err(WireError::Malformed)
+    );
+    assert_eq!(
+        bad(&|b| b[2] |= flags::ACK_PRESENT),
+        Err(WireError::Malformed),
+        "ack"
+    );
+    assert_eq!(bad(&|b| b[7] = 16), Err(WireError::Malformed), "one entry");
+    assert_eq!(
+        bad(&|b| {
+            b[7] = 48;
+            b.extend_from_slice(&[0u8; 16]);
+        })
+        .map(|r| r.payload_len),
+        Ok(48),
+        "three entries"
+    );
+    assert_eq!(
+        bad(&|b| b[7] = 31),
+        Err(WireError::Malformed),
+        "not whole entries"
+    );
+    assert_eq!(bad(&|b| b[2] = 0), Ok(Repr { flags: 0, ..r }), "an answer");
+    assert_eq!(CAP_RAILS, 2);
 }
 
 #[test]

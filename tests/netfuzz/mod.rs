@@ -446,7 +446,8 @@ impl Gen {
             PacketType::Probe,
             PacketType::Hello,
             PacketType::Challenge,
-        ][r.below(7) as usize];
+            PacketType::Rails,
+        ][r.below(8) as usize];
         let port = if r.chance(0.7) { peer } else { sport };
         let nonce = match (r.below(3), self.session.nonce_of(peer)) {
             (0, n) if n != 0 => n,

@@ -121,7 +121,7 @@ impl Forged {
     pub fn new(ty: PacketType, src_port: u16, nonce: u64, token: u64, payload: &[u8]) -> Forged {
         let bare = matches!(
             ty,
-            PacketType::Reset | PacketType::Hello | PacketType::Challenge
+            PacketType::Reset | PacketType::Hello | PacketType::Challenge | PacketType::Rails
         );
         let ack = (!bare).then_some(AckRepr {
             cum: 1,
@@ -148,6 +148,15 @@ impl Forged {
                 b
             }
             PacketType::Reset | PacketType::Probe => Vec::new(),
+            PacketType::Rails => {
+                // Two rails: 10.0.0.1 and 10.1.0.1, mapped into IPv6.
+                let mut b = vec![0u8; 32];
+                b[10..12].copy_from_slice(&[0xff, 0xff]);
+                b[12..16].copy_from_slice(&[10, 0, 0, 1]);
+                b[26..28].copy_from_slice(&[0xff, 0xff]);
+                b[28..32].copy_from_slice(&[10, 1, 0, 1]);
+                b
+            }
         };
         Forged {
             repr: header(
@@ -315,7 +324,7 @@ pub fn spec_parses(b: &[u8]) -> bool {
         get(Field::DstToken),
     );
     let ack_present = fl & 0x01 != 0;
-    if get(Field::Version) != 2 || !(1..=6).contains(&ty) {
+    if get(Field::Version) != 2 || !(1..=7).contains(&ty) {
         return false;
     }
     // Bits 0..4 and 7 (MAC) are defined; bit 4 (ACK_REPEAT) only with bit
@@ -332,7 +341,9 @@ pub fn spec_parses(b: &[u8]) -> bool {
         3 => plen == 0 && other == 0 && token != 0,
         4 => plen == 0,
         5 => plen == 16 && other == 0 && token == 0,
-        _ => plen == 16 && other == 0 && token != 0,
+        6 => plen == 16 && other == 0 && token != 0,
+        // RAILS: 2..=8 16-byte addresses, flags ACK_NOW and MAC only.
+        _ => plen % 16 == 0 && (32..=128).contains(&plen) && fl & !0x82 == 0 && token != 0,
     }
 }
 

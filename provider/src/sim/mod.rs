@@ -7,6 +7,12 @@
 //! `path % K`, or as `Sim::path_links` says); a host may also have a shared bottleneck link in front of it
 //! (incast). Everything random comes from one `Rng` seeded by the test, so a
 //! failing run is replayed from its seed.
+//!
+//! A host may have rails (`Sim::set_rails`: NICs, each with its own address
+//! `rail_addr(i, r)`): a packet leaves from the address of the rail its
+//! `Transmit.path` names and crosses the link of the rail its destination
+//! address belongs to (each rail its own network, as two NICs on two
+//! subnets).
 
 pub mod check;
 pub mod forge;
@@ -30,6 +36,17 @@ pub const PORT: u16 = 5000;
 pub fn addr(i: usize) -> SocketAddr {
     SocketAddr::new(
         IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8)),
+        PORT,
+    )
+}
+
+/// Address of rail `r` of host `i` (rail 0 is `addr(i)`).
+pub fn rail_addr(i: usize, r: usize) -> SocketAddr {
+    if r == 0 {
+        return addr(i);
+    }
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(10, 100 + r as u8, (i >> 8) as u8, i as u8)),
         PORT,
     )
 }
@@ -87,6 +104,10 @@ pub struct Sim<N: Node> {
     pub unroutable: u64,
     /// Datagrams delivered to hosts, total.
     pub delivered: u64,
+    /// Rails per host (`set_rails`; 0 or 1 = one address).
+    pub rails: Vec<usize>,
+    /// Paths per rail of the hosts with rails (their `Config::paths`).
+    pub rail_paths: u8,
     queue: BinaryHeap<Pending>,
     seq: u64,
     by_addr: HashMap<SocketAddr, usize>,
@@ -110,6 +131,8 @@ impl<N: Node> Sim<N> {
             path_links: Vec::new(),
             unroutable: 0,
             delivered: 0,
+            rails: vec![0; n],
+            rail_paths: 1,
             queue: BinaryHeap::new(),
             seq: 0,
             buf: vec![0u8; 1 << 16],
@@ -122,6 +145,18 @@ impl<N: Node> Sim<N> {
         self.links
             .entry((a, b))
             .or_insert_with(|| d.iter().cloned().map(Link::new).collect())
+    }
+
+    /// Give host `i` `rails` rails (`rail_addr(i, r)`), each sending
+    /// `paths_per_rail` paths (the host's `Config::paths`). Between two hosts
+    /// with rails, set one link per rail (or a multiple: `E` links per rail,
+    /// rail `r`'s being `r * E..`) with `paths_mut`.
+    pub fn set_rails(&mut self, i: usize, rails: usize, paths_per_rail: u8) {
+        self.rails[i] = rails;
+        self.rail_paths = paths_per_rail.max(1);
+        for r in 1..rails {
+            self.by_addr.insert(rail_addr(i, r), i);
+        }
     }
 
     /// Arrival time of the next packet in the network.
@@ -139,7 +174,20 @@ impl<N: Node> Sim<N> {
             self.unroutable += 1;
             return;
         };
-        let from = SocketAddr::new(addr(src).ip(), PORT.wrapping_add(u16::from(t.path)));
+        let k = usize::from(self.rail_paths.max(1));
+        let src_rail = if self.rails[src] > 1 {
+            (usize::from(t.path) / k).min(self.rails[src] - 1)
+        } else {
+            0
+        };
+        let from = SocketAddr::new(
+            rail_addr(src, src_rail).ip(),
+            PORT.wrapping_add(u16::from(t.path)),
+        );
+        let dst_rails = self.rails[dst];
+        let dst_rail = (1..dst_rails)
+            .find(|&r| rail_addr(dst, r) == t.dst)
+            .unwrap_or(0);
         let now = self.now;
         let len = t.len;
         let data = self.buf[..len].to_vec();
@@ -153,10 +201,16 @@ impl<N: Node> Sim<N> {
             return;
         }
         let p = usize::from(t.path);
-        let k = match self.path_links.len() {
-            0 => p,
-            n => self.path_links[p % n],
-        } % links.len();
+        let k = if dst_rails > 1 {
+            // The destination rail's network; within it, by entropy value.
+            let per = (links.len() / dst_rails).max(1);
+            (dst_rail * per + (p % k) % per) % links.len()
+        } else {
+            (match self.path_links.len() {
+                0 => p,
+                n => self.path_links[p % n],
+            }) % links.len()
+        };
         let arrivals = links[k].offer(&mut self.rng, now, len);
         let via = self.bottleneck[dst].is_some();
         for at in arrivals.into_iter().flatten() {

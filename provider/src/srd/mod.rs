@@ -10,6 +10,7 @@ mod path;
 mod peer;
 mod place;
 mod pool;
+mod rails;
 mod reclaim;
 mod recv;
 mod rx;
@@ -42,7 +43,9 @@ pub use stats::{PathStats, PeerStats, SrdStats};
 pub struct Transmit {
     /// Destination (the peer's main address).
     pub dst: SocketAddr,
-    /// Path = entropy index (0..paths): each path leaves from a socket of its own.
+    /// Path = entropy index (0..paths): each path leaves from a socket of
+    /// its own. With rails (`Config::rails`), the socket: `r * paths + i` is
+    /// entropy value `i` of rail `r` (bound to that rail's address).
     pub path: u8,
     /// Bytes written into the buffer (the whole datagram unless `body` is set).
     pub len: usize,
@@ -112,6 +115,8 @@ pub struct Srd {
     /// The key of the packet `poll_transmit` last returned with a deferred
     /// body: its tag waits for the body (`seal_body`).
     unsealed: Option<auth::MacKey>,
+    /// The peers' rail addresses (`rails.rs`; empty with one rail).
+    rails: rails::Rails,
 }
 
 impl Srd {
@@ -123,10 +128,13 @@ impl Srd {
             .max_datagram
             .clamp(head + 1, head + usize::from(u16::MAX))
             - head;
+        let rail_ips = rails::local_rails(cfg);
         let p = Params {
             nonce: cfg.nonce.max(1),
             port: cfg.local.port(),
-            paths: cfg.paths.clamp(1, 64),
+            // At most 64 paths per peer, whatever the rails.
+            paths: cfg.paths.clamp(1, (64 / rail_ips.len().max(1)) as u8),
+            rail_ips,
             local_paths: cfg.local_paths.clamp(1, cfg.paths.clamp(1, 64)),
             local_ip: cfg.local.ip(),
             max_payload,
@@ -147,8 +155,8 @@ impl Srd {
             mac_flag: if auth.is_some() { flags::MAC } else { 0 },
         };
         let stats = SrdStats {
-            path_sent: vec![0; usize::from(p.paths)],
-            path_lost: vec![0; usize::from(p.paths)],
+            path_sent: vec![0; usize::from(p.paths) * p.rail_ips.len().max(1)],
+            path_lost: vec![0; usize::from(p.paths) * p.rail_ips.len().max(1)],
             ..SrdStats::default()
         };
         Srd {
@@ -164,6 +172,7 @@ impl Srd {
             sweep_wanted: false,
             auth,
             unsealed: None,
+            rails: rails::Rails::default(),
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
@@ -340,6 +349,10 @@ impl Srd {
             if peer.timers.due(Timer::Handshake, now) {
                 peer.timers.stop(Timer::Handshake);
                 peer.on_handshake_timer();
+            }
+            if peer.timers.due(Timer::Rails, now) {
+                peer.timers.stop(Timer::Rails);
+                peer.on_rails_timer(now);
             }
             if peer.timers.due(Timer::Credit, now) {
                 // Held at 0 credit too long: probe (poll_transmit re-arms).

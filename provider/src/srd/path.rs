@@ -312,8 +312,8 @@ pub struct PathSet {
     /// the peer is reclaimed (`release`; `ensure` brings them back before
     /// the peer is used again).
     pub paths: Vec<Path>,
-    /// Paths towards this peer (entropy values 0..count).
-    count: u8,
+    /// Paths towards this peer (path numbers 0..count, over all its rails).
+    count: usize,
     cursor: usize,
     /// Retransmission-timer expiries towards this peer (kept here, with the
     /// per-path counters, for the per-peer statistics).
@@ -362,7 +362,7 @@ const MEDIAN_REUSE_NS: u128 = 50_000;
 impl PathSet {
     /// `n` fresh paths (at least one).
     pub fn new(n: u8) -> Self {
-        let count = n.max(1);
+        let count = usize::from(n.max(1));
         PathSet {
             paths: (0..count).map(|_| Path::new()).collect(),
             count,
@@ -382,7 +382,7 @@ impl PathSet {
     }
 
     /// Paths towards this peer, whether or not their records are held.
-    pub fn count(&self) -> u8 {
+    pub fn count(&self) -> usize {
         self.count
     }
 
@@ -419,7 +419,8 @@ impl PathSet {
     /// room and weights do not apply to a 48-byte packet.
     pub fn pick_control(&mut self, avoid: Option<u8>) -> u8 {
         let n = self.paths.len();
-        if n == 1 {
+        if n <= 1 {
+            // One path, or none held (a reclaimed peer, see `release`).
             return 0;
         }
         let start = usize::from(self.ctl_cursor) % n;
@@ -439,6 +440,29 @@ impl PathSet {
         }
         self.ctl_cursor = ((i + 1) % n) as u8;
         i as u8
+    }
+
+    /// `n` more fresh paths after the others (another rail's, `rails.rs`).
+    pub fn add_paths(&mut self, n: usize) {
+        self.count += n;
+        // Released records (a reclaimed peer) come back all at once in `ensure`.
+        if !self.paths.is_empty() {
+            self.paths.extend((0..n).map(|_| Path::new()));
+        }
+        self.total_cache = None;
+        self.median_at = None;
+    }
+
+    /// Keep only the first `n` paths (at least one): the peer's other rails
+    /// are gone (`rails.rs`). Nothing may still refer to the others.
+    pub fn truncate(&mut self, n: usize) {
+        self.count = n.max(1);
+        self.paths.truncate(self.count);
+        self.cursor = 0;
+        self.ctl_cursor = 0;
+        self.flowlet = None;
+        self.median_at = None;
+        self.total_cache = None;
     }
 
     /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
@@ -751,6 +775,10 @@ impl PathSet {
     /// the acks of the later packets declare it lost by time.
     fn pick_with(&mut self, now: Instant, avoid: Option<u8>, probe_bad: bool) -> (u8, bool) {
         let n = self.paths.len();
+        if n == 0 {
+            // No records held (a reclaimed peer, see `release`): path 0.
+            return (0, false);
+        }
         if n == 1 && self.paths[0].health != Health::Bad {
             // One path (a peer on this host): whatever its room or weight,
             // the rules below all end on it, and not as a probe.

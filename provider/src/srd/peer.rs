@@ -41,8 +41,11 @@ pub struct Params {
     pub nonce: u64,
     /// Our main UDP port (header `src_port`).
     pub port: u16,
-    /// Paths per peer.
+    /// Paths per peer (per rail, with rails).
     pub paths: u8,
+    /// Our rails' IPs, rail 0 (`local_ip`) first; empty with one rail
+    /// (`rails.rs`).
+    pub rail_ips: Vec<core::net::IpAddr>,
     /// Paths per peer on this host (see `Config::local_paths`).
     pub local_paths: u8,
     /// Our IP address (which peers are on this host).
@@ -112,6 +115,8 @@ pub struct Peer {
     pub retired_nonces: [u64; super::session::RETIRED],
     /// The session's MAC keys (with a job key, once a session is up).
     pub(crate) keys: Option<super::auth::PeerKeys>,
+    /// Its rails, when both sides have several (`rails.rs`); `None` otherwise.
+    pub(crate) rails: Option<Box<super::rails::PeerRails>>,
     /// Our handshake under way (HELLO sent, CHALLENGE awaited).
     pub(crate) hs: Option<super::session::Pending>,
     /// A HELLO must go out.
@@ -250,6 +255,7 @@ impl Peer {
             own_cookie: 0,
             retired_nonces: [0; super::session::RETIRED],
             keys: None,
+            rails: None,
             hs: None,
             hs_due: false,
             last_verify: None,
@@ -546,6 +552,7 @@ impl Peer {
             && !self.rx.ack_now
             && self.rx.unacked == 0
             && self.timers.next().is_none()
+            && self.rails_quiet()
     }
 }
 

@@ -31,7 +31,11 @@ impl Srd {
         if data.len() != HEADER_LEN + usize::from(h.payload_len) {
             return None;
         }
-        let id = *self.by_addr.get(&SocketAddr::new(from.ip(), h.src_port))?;
+        let addr = SocketAddr::new(from.ip(), h.src_port);
+        let id = match self.by_addr.get(&addr) {
+            Some(&id) => id,
+            None => self.rail_lookup(addr)?.0,
+        };
         let peer = self.peers.get(id.0 as usize)?;
         // Only the steady state: a session with this incarnation, its token.
         if peer.remote_nonce == 0

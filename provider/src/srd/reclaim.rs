@@ -27,6 +27,7 @@ impl Peer {
             + self.hedged.capacity() * 4
             + self.paths.paths.capacity() * core::mem::size_of::<super::path::Path>()
             + paths
+            + self.rails_memory()
     }
 
     /// Could this peer give its state back at `now`: nothing queued, in
@@ -65,7 +66,8 @@ impl Srd {
                 fresh.last_active = old.last_active;
                 // Still on `senders` until `update_credit` takes it off.
                 fresh.rx_listed = old.rx_listed;
-                let old = core::mem::replace(&mut self.peers[i], fresh);
+                let mut old = core::mem::replace(&mut self.peers[i], fresh);
+                self.peers[i].adopt_rails(&self.p, old.rails.take());
                 // The receive window (no heap) keeps its place, so a late
                 // duplicate is still recognised.
                 self.peers[i].rx = old.rx;

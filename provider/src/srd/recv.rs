@@ -344,10 +344,14 @@ impl Srd {
                 self.on_reset(now, addr, &h);
                 return None;
             }
-            PacketType::Data | PacketType::Ack | PacketType::Probe => {}
+            PacketType::Data | PacketType::Ack | PacketType::Probe | PacketType::Rails => {}
         }
         // Nothing below runs for a packet without a valid session token.
         let id = self.admit_packet(now, addr, &h, &pkt)?;
+        if h.ty == PacketType::Rails {
+            self.on_rails(now, id, &h, pkt.payload_ref());
+            return None;
+        }
         self.activate(id.0 as usize);
         self.sweep_wanted = true;
         self.arm_sweep(now);
@@ -377,7 +381,11 @@ impl Srd {
             peer.on_ack(&mut ctx, now, ack, ext);
         }
         match h.ty {
-            PacketType::Reset | PacketType::Hello | PacketType::Challenge | PacketType::Ack => None,
+            PacketType::Reset
+            | PacketType::Hello
+            | PacketType::Challenge
+            | PacketType::Ack
+            | PacketType::Rails => None,
             PacketType::Probe => {
                 peer.rx.ack_now = true;
                 peer.probe_to_answer = true;

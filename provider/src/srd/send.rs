@@ -215,6 +215,11 @@ impl Peer {
             // No session: nothing but the HELLO may leave.
             return None;
         }
+        if self.rails.is_some() {
+            if let Some(t) = self.poll_rails(ctx, now, buf) {
+                return Some(t);
+            }
+        }
         if self.credit_probe_due {
             self.credit_probe_due = false;
             self.credit_probes = self.credit_probes.saturating_add(1);
@@ -358,7 +363,7 @@ impl Peer {
     /// ACK_NOW: the prober learns that it reflects all we had received when
     /// its probe arrived (its stall-or-loss question, `Peer::on_rto_timer`).
     fn pure_ack(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let path = self.paths.pick_control(None);
+        let path = self.ack_path(ctx.p, now);
         let mut h = self.header(ctx, PacketType::Ack, path);
         if self.probe_to_answer {
             self.probe_to_answer = false;
@@ -383,6 +388,8 @@ impl Peer {
     ) -> Option<Transmit> {
         h.ack = ack;
         h.flags |= ctx.p.mac_flag;
+        let (dst, path) = self.route(ctx.p, h.path);
+        h.path = path;
         if h.emit(buf).is_err() {
             return None;
         }
@@ -390,7 +397,7 @@ impl Peer {
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += len as u64;
         Some(Transmit {
-            dst: self.addr,
+            dst,
             path: h.path,
             len,
             body: None,
@@ -407,6 +414,7 @@ impl Peer {
         buf: &mut [u8],
     ) -> Transmit {
         let mut h = self.header(ctx, PacketType::Data, path);
+        let (dst, wire_path) = self.route(ctx.p, path);
         h.flags = fl;
         if self.tx.slot(psn).body.ack_at_once && self.tx.next_send == self.tx.next_psn {
             // The last queued piece of a transfer sent from the application's
@@ -461,6 +469,7 @@ impl Peer {
         let at = ctx.p.head;
         let total = at + len;
         h.flags |= ctx.p.mac_flag;
+        h.path = wire_path;
         if h.emit(buf).is_ok() {
             if let Some(dst) = buf.get_mut(at..at + head) {
                 dst.copy_from_slice(slot.head_bytes());
@@ -487,8 +496,8 @@ impl Peer {
         }
         self.update_timers(ctx.p);
         Transmit {
-            dst: self.addr,
-            path,
+            dst,
+            path: wire_path,
             len: at + head,
             body,
         }

@@ -16,7 +16,7 @@ use super::{Srd, Transmit};
 use crate::dgram::PeerId;
 use crate::time::Instant;
 use crate::wire::srd::{
-    HandshakeRepr, Packet, PacketType, Repr, CAP_MAC, HANDSHAKE_LEN, HEADER_LEN, TAG_LEN,
+    HandshakeRepr, Packet, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN, TAG_LEN,
 };
 
 /// Most stateless replies waiting for `poll_transmit`; more are dropped.
@@ -151,7 +151,7 @@ impl Sessions {
 }
 
 /// A header with no ack and no sequence numbers, from us.
-fn bare(ty: PacketType, port: u16, nonce: u64, token: u64, payload_len: u16) -> Repr {
+pub(crate) fn bare(ty: PacketType, port: u16, nonce: u64, token: u64, payload_len: u16) -> Repr {
     Repr {
         ty,
         flags: 0,
@@ -227,11 +227,14 @@ impl Peer {
         // hash both ways: the CHALLENGE answers on the path the HELLO
         // names). On one fixed path a dead link kept the session from ever
         // opening.
-        let path = (hs.tries % u32::from(self.paths.count())) as u8;
+        // Rail 0's paths only: a HELLO from another NIC would open a second
+        // session from that NIC's address.
+        let n = self.paths.count().min(usize::from(p.paths)).max(1);
+        let path = (hs.tries % n as u32) as u8;
         hs.tries += 1;
         let payload = HandshakeRepr {
             value: hs.echo,
-            caps: if p.mac_flag != 0 { CAP_MAC } else { 0 },
+            caps: super::rails::caps(p),
         };
         let mut h = bare(PacketType::Hello, p.port, p.nonce, 0, HANDSHAKE_LEN as u16);
         h.flags = p.mac_flag;
@@ -262,7 +265,7 @@ impl Srd {
         self.stats.tx_bytes += len as u64;
         Some(Transmit {
             dst,
-            path: path % self.p.paths.max(1),
+            path: self.stateless_path(path),
             len,
             body: None,
         })
@@ -299,7 +302,7 @@ impl Srd {
         reply.path = h.path;
         let cookie = HandshakeRepr {
             value: self.sess.cookie(addr, h.src_nonce),
-            caps: if self.auth.is_some() { CAP_MAC } else { 0 },
+            caps: super::rails::caps(&self.p),
         };
         if self.sess.reply(now, addr, &reply, Some(cookie)) {
             self.stats.tx_challenges += 1;
@@ -316,29 +319,40 @@ impl Srd {
             self.stats.rx_malformed += 1;
             return;
         };
-        let Some(&id) = self.by_addr.get(&addr) else {
+        // A peer's rail address: the CHALLENGE may answer a rail check.
+        let Some(id) = self
+            .by_addr
+            .get(&addr)
+            .copied()
+            .or_else(|| self.rail_lookup(addr).map(|x| x.0))
+        else {
             self.stats.rx_bad_token += 1;
             return;
         };
         let i = id.0 as usize;
+        let ours = self.peers[i].hs.is_some_and(|p| p.echo == h.dst_token);
+        if !ours {
+            if !self.rail_challenge(i, h) {
+                self.stats.rx_bad_token += 1;
+            }
+            return;
+        }
         let own = self.sess.cookie(addr, h.src_nonce);
         let (peer, mut ctx) = self.split(i);
-        match peer.hs {
-            Some(p) if p.echo == h.dst_token => {}
-            _ => {
-                ctx.stats.rx_bad_token += 1;
-                return;
-            }
-        }
         peer.hs = None;
         peer.hs_due = false;
         peer.timers.stop(Timer::Handshake);
         ctx.stats.handshakes += 1;
-        if peer.remote_nonce != 0 && peer.remote_nonce != h.src_nonce {
+        let restarted = peer.remote_nonce != 0 && peer.remote_nonce != h.src_nonce;
+        if restarted {
             peer.restart(&mut ctx, h.src_nonce);
         }
         peer.establish(h.src_nonce, hs.value, own);
+        if restarted {
+            self.rails_reset(i);
+        }
         self.set_keys(i, None);
+        self.rails_on_session(i, hs.caps);
         self.activate(i);
     }
 
@@ -346,7 +360,12 @@ impl Srd {
     /// session for it (it restarted, or lost us): check with a handshake.
     /// Never a teardown: a forged RESET costs one HELLO at most.
     pub(crate) fn on_reset(&mut self, now: Instant, addr: SocketAddr, h: &Repr) {
-        let Some(&id) = self.by_addr.get(&addr) else {
+        let Some(id) = self
+            .by_addr
+            .get(&addr)
+            .copied()
+            .or_else(|| self.rail_lookup(addr).map(|x| x.0))
+        else {
             self.stats.rx_bad_token += 1;
             return;
         };
@@ -383,15 +402,44 @@ impl Srd {
             if peer.remote_nonce != 0 && h.src_nonce == peer.remote_nonce {
                 if h.dst_token == peer.token || h.dst_token == peer.own_cookie {
                     let key = peer.keys.map(|k| k.rx);
-                    return self.tag_ok(key, pkt).then_some(id);
+                    let rails = peer.rails.is_some();
+                    let ok = self.tag_ok(key, pkt);
+                    if ok && rails {
+                        self.rails_heard(id.0 as usize, 0, now);
+                    }
+                    return ok.then_some(id);
                 }
                 self.stats.rx_bad_token += 1;
                 return None;
             }
         }
+        // A peer's rail address (`rails.rs`): the same check as its main
+        // address's, the session's nonce and token; it never starts or
+        // restarts a session. Without them, a packet from there is a
+        // stranger's (the peer may have claimed an address that is not its
+        // own: that address's owner can still open a session with us).
+        let rail = if known.is_none() {
+            self.rail_lookup(addr)
+        } else {
+            None
+        };
+        if let Some((id, r)) = rail {
+            let peer = &self.peers[id.0 as usize];
+            if peer.remote_nonce != 0
+                && h.src_nonce == peer.remote_nonce
+                && (h.dst_token == peer.token || h.dst_token == peer.own_cookie)
+            {
+                let key = peer.keys.map(|k| k.rx);
+                if !self.tag_ok(key, pkt) {
+                    return None;
+                }
+                self.rails_heard(id.0 as usize, r, now);
+                return Some(id);
+            }
+        }
         let cookie = self.sess.cookie(addr, h.src_nonce);
         if h.dst_token != cookie {
-            if known.is_some() {
+            if known.is_some() || rail.is_some() {
                 self.stats.rx_bad_token += 1;
             } else {
                 self.stats.rx_no_session += 1;
@@ -442,7 +490,8 @@ impl Srd {
             ctx.stats.rx_stale_src += 1;
             return None;
         }
-        if peer.remote_nonce != 0 {
+        let restarted = peer.remote_nonce != 0;
+        if restarted {
             // A live new incarnation completed our handshake: a restart.
             peer.restart(&mut ctx, h.src_nonce);
         }
@@ -450,6 +499,9 @@ impl Srd {
         peer.hs_due = false;
         peer.timers.stop(Timer::Handshake);
         peer.establish(h.src_nonce, cookie, cookie);
+        if restarted {
+            self.rails_reset(i);
+        }
         self.set_keys(i, key);
         Some(id)
     }

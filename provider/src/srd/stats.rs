@@ -118,6 +118,20 @@ pub struct SrdStats {
     /// Peers visited by `poll_transmit` and `handle_timeout`: grows with the
     /// peers in use (the `active` list), not with every peer ever met.
     pub peer_polls: u64,
+    /// RAILS packets sent (our rail addresses, to peers with rails too).
+    pub tx_rails: u64,
+    /// HELLOs sent to check that a peer's rail address is the peer's.
+    pub tx_rail_checks: u64,
+    /// RAILS packets received (in a session).
+    pub rx_rails: u64,
+    /// RAILS received but not used (one rail here, or a peer on this host).
+    pub rx_rails_ignored: u64,
+    /// Peers' rails found to be theirs (their check came back): in use.
+    pub rails_valid: u64,
+    /// Peers' rails not used: an address we cannot or must not send to
+    /// (another peer's, ours, another family), or a check answered by
+    /// another incarnation.
+    pub rails_refused: u64,
     /// DATA packets sent per path index.
     pub path_sent: Vec<u64>,
     /// Packets declared lost per path index.
@@ -127,8 +141,10 @@ pub struct SrdStats {
 /// One path (entropy value) towards one peer, as `Srd::peer_stats` reports it.
 #[derive(Clone, Debug)]
 pub struct PathStats {
-    /// Path index (entropy value).
+    /// Path index (entropy value; with rails, rail blocks follow rail 0's).
     pub path: u8,
+    /// The rail it uses (0 = the main address's; always 0 with one rail).
+    pub rail: u8,
     /// Health now.
     pub health: super::Health,
     /// DATA packets sent (first transmissions and retransmissions).
@@ -204,6 +220,7 @@ impl super::Srd {
                     .enumerate()
                     .map(|(i, x)| PathStats {
                         path: i as u8,
+                        rail: p.rail_of_path(&self.p, i),
                         health: x.health,
                         sent_packets: x.sent,
                         sent_bytes: x.sent_bytes,

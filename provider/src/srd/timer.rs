@@ -21,9 +21,12 @@ pub enum Timer {
     Credit = 6,
     /// Our HELLO went unanswered: send it again (or give up).
     Handshake = 7,
+    /// Rails (`rails.rs`): our RAILS went unanswered, or a rail's check
+    /// HELLO: send it again.
+    Rails = 8,
 }
 
-const N: usize = 8;
+const N: usize = 9;
 
 /// Deadlines of every timer of one peer; `None` = not armed.
 #[derive(Clone, Debug, Default)]

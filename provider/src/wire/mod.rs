@@ -6,6 +6,7 @@
 //! The byte layout of each is documented in `PROTOCOL.md`.
 
 pub mod msg;
+pub mod rails;
 pub mod srd;
 
 /// Why bytes could not be parsed.

@@ -57,7 +57,7 @@ mod field {
     pub const SACK_BITS: Field = 48..56;
 }
 
-/// Packet types. Values are never reused; 0 and 7..=255 are invalid.
+/// Packet types. Values are never reused; 0 and 8..=255 are invalid.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum PacketType {
     /// Carries one datagram (and a piggybacked ack).
@@ -74,6 +74,9 @@ pub enum PacketType {
     /// Answers a HELLO statelessly: echoes its value in `dst_token` and
     /// carries the session token (a cookie) the initiator must use.
     Challenge = 6,
+    /// In a session: the sender's rail addresses (one per NIC, see
+    /// `wire::rails`); ACK_NOW asks for the receiver's own in return.
+    Rails = 7,
 }
 
 impl PacketType {
@@ -85,6 +88,7 @@ impl PacketType {
             4 => Some(PacketType::Probe),
             5 => Some(PacketType::Hello),
             6 => Some(PacketType::Challenge),
+            7 => Some(PacketType::Rails),
             _ => None,
         }
     }
@@ -338,6 +342,12 @@ impl Repr {
             PacketType::Challenge => {
                 plen == HANDSHAKE_LEN && fl & !flags::MAC == 0 && p.dst_token() != 0
             }
+            // In a session (a token), no ack; 2..=MAX_RAILS addresses.
+            PacketType::Rails => {
+                super::rails::len_ok(plen)
+                    && fl & !(flags::ACK_NOW | flags::MAC) == 0
+                    && p.dst_token() != 0
+            }
         };
         if !ok {
             return Err(WireError::Malformed);
@@ -424,6 +434,12 @@ impl Repr {
 /// without a valid tag whatever the caps say, so nothing can be negotiated
 /// down by an on-path attacker.
 pub const CAP_MAC: u64 = 1;
+
+/// `HandshakeRepr::caps` bit: the sender has several rails (NICs) and
+/// speaks RAILS (type 7): a peer that has several too sends it its rail
+/// addresses once the session is up (`PROTOCOL.md` §5.1). Endpoints with one
+/// rail never set it.
+pub const CAP_RAILS: u64 = 2;
 
 /// The payload of a HELLO or CHALLENGE (`HANDSHAKE_LEN` bytes, big-endian).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]

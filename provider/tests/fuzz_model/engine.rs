@@ -506,7 +506,8 @@ impl Model {
                     PacketType::Probe,
                     PacketType::Hello,
                     PacketType::Challenge,
-                ][below(u, 6) as usize];
+                    PacketType::Rails,
+                ][below(u, 7) as usize];
                 let tokens = self.data_tokens();
                 let nonce = if word(u) & 1 == 0 {
                     self.nonce[1 - to]
