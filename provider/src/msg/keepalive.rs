@@ -11,9 +11,6 @@ use super::{CompError, MsgLayer};
 use crate::buf::UserBuf;
 use crate::dgram::{FailReason, PeerId};
 
-/// Token bit (with `TOKEN_CTRL`) marking a keepalive.
-pub(crate) const TOKEN_KEEPALIVE: u64 = 1 << 57;
-
 /// Is this send waiting for its CTS (RTS out, no data yet)?
 fn awaits_cts<B>(m: &OutMsg<B>) -> bool {
     m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all

@@ -17,6 +17,7 @@ mod rma;
 mod rma_target;
 mod send;
 mod slab;
+mod token;
 
 pub use op::{
     atomic_valid, AtomicCall, AtomicOp, AtomicType, CompError, CompKind, Completion, OpError,
@@ -37,8 +38,9 @@ pub use rma::{RmaStats, MAX_RMA_INFLIGHT};
 use matching::RecvEntry;
 use peer::PeerState;
 use recv::InRec;
-use send::{OutMsg, TOKEN_ABORT, TOKEN_CTRL, TOKEN_CTS};
+use send::OutMsg;
 use slab::Slab;
+use token::Token;
 
 /// Largest RDM message, bytes (1 TiB: "unlimited" for MPI, safe in every offset sum).
 pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
@@ -272,10 +274,11 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Where the deferred body of a datagram lies: the send buffer and the byte offset
     /// in it, `None` if its message is gone (`Datagrams::send_with_body`).
     pub fn body(&self, peer: PeerId, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
-        if token & TOKEN_CTRL != 0 {
-            return self.rma_body(peer, token, key, len);
+        match Token::decode(token)? {
+            Token::Msg { slot, seq } => self.body_of(slot, seq, key, len),
+            Token::Rma { id } => self.rma_body(peer, id, key, len),
+            _ => None,
         }
-        self.body_of(token, key, len)
     }
 
     /// A datagram payload whose RDATA bytes are already in the receive buffer
@@ -386,8 +389,8 @@ impl<B: UserBuf> MsgLayer<B> {
     pub fn handle_event(&mut self, ev: DgramEvent) {
         match ev {
             DgramEvent::Acked { peer, token } => {
-                if token & TOKEN_CTRL == 0 {
-                    self.on_send_acked(peer, token);
+                if let Some(Token::Msg { slot, seq }) = Token::decode(token) {
+                    self.on_send_acked(peer, slot, seq);
                 }
             }
             DgramEvent::Failed {
@@ -395,40 +398,41 @@ impl<B: UserBuf> MsgLayer<B> {
                 token,
                 reason,
             } => {
+                let token = Token::decode(token);
                 // Failed = the peer is unreachable or restarted: its RMA state goes too.
-                self.rma_peer_lost(peer, Some((token, reason)));
-                if token & TOKEN_CTRL == 0 {
-                    self.on_send_failed(peer, token, reason);
-                } else if token & TOKEN_CTS != 0 {
-                    self.on_cts_failed(peer, token, reason);
-                } else if token & keepalive::TOKEN_KEEPALIVE != 0 {
-                    self.on_keepalive_failed(peer, reason);
-                } else if token & peer::TOKEN_CREDIT != 0 && reason == FailReason::Unreachable {
-                    // Credit lost with it would hold the peer's later messages
-                    // back for good: send it again (a few times, as an ABORT).
-                    let tries = ((token >> 32) as u8).saturating_add(1);
-                    if tries < MAX_ABORT_TRIES {
-                        let bytes = token & 0xFFFF_FFFF;
-                        self.push_ctrl(peer, peer::Ctrl::Credit { bytes, tries });
+                self.rma_peer_lost(peer, Some(reason), token);
+                let retry = reason == FailReason::Unreachable;
+                match token {
+                    Some(Token::Msg { slot, seq }) => self.on_send_failed(peer, slot, seq, reason),
+                    Some(Token::Cts {
+                        seq,
+                        tries,
+                        zero_grant,
+                    }) => self.on_cts_failed(peer, seq, tries, zero_grant, reason),
+                    Some(Token::Keepalive) => self.on_keepalive_failed(peer, reason),
+                    Some(Token::Credit { bytes, tries }) if retry => {
+                        // Credit lost with it would hold the peer's later messages
+                        // back for good: send it again (a few times, as an ABORT).
+                        let tries = tries.saturating_add(1);
+                        if tries < MAX_ABORT_TRIES {
+                            let bytes = bytes as u64;
+                            self.push_ctrl(peer, peer::Ctrl::Credit { bytes, tries });
+                        }
                     }
-                } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
-                    // The peer must learn of the abort or it waits for that message
-                    // forever; the SRD keeps the peer after an unreachable episode, so
-                    // try again a few times (each try takes one unreachable timeout).
-                    let tries = ((token >> 32) as u8).saturating_add(1);
-                    if tries < MAX_ABORT_TRIES {
-                        self.push_ctrl(
-                            peer,
-                            peer::Ctrl::Abort {
-                                seq: token as u32,
-                                tries,
-                            },
-                        );
+                    Some(Token::Abort { seq, tries }) if retry => {
+                        // The peer must learn of the abort or it waits for that message
+                        // forever; the SRD keeps the peer after an unreachable episode, so
+                        // try again a few times (each try takes one unreachable timeout).
+                        let tries = tries.saturating_add(1);
+                        if tries < MAX_ABORT_TRIES {
+                            self.push_ctrl(peer, peer::Ctrl::Abort { seq, tries });
+                        }
                     }
+                    _ => {}
                 }
             }
             DgramEvent::PeerRestarted { peer } => {
-                self.rma_peer_lost(peer, None);
+                self.rma_peer_lost(peer, None, None);
                 self.reset_peer_sends(peer);
                 if self.mode == EpMode::Rdm {
                     self.reset_peer_recvs(peer);

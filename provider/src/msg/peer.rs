@@ -7,11 +7,6 @@ use crate::buf::UserBuf;
 use crate::config::EpMode;
 use crate::dgram::PeerId;
 
-/// Token bit (with `TOKEN_CTRL`) marking a CREDIT; its try count is in bits
-/// 32..40 and the bytes it returned (up to 2^32 - 1) in bits 0..32, so that a
-/// lost one can be sent again.
-pub(crate) const TOKEN_CREDIT: u64 = 1 << 56;
-
 /// A control message waiting to go to a peer (sent before data, header only).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ctrl {

@@ -539,10 +539,17 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// Our CTS for (peer, seq) failed: that message will never arrive.
-    /// (`token`: the CTS's; retried a few times while the SRD still keeps the peer.)
-    pub(crate) fn on_cts_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
-        let seq = token as u32;
-        let tries = ((token >> 32) as u8).saturating_add(1);
+    /// (Retried a few times while the SRD still keeps the peer: `tries` earlier
+    /// sends failed before this one; `zero_grant`: it granted 0 bytes.)
+    pub(crate) fn on_cts_failed(
+        &mut self,
+        peer: PeerId,
+        seq: u32,
+        tries: u8,
+        zero_grant: bool,
+        reason: FailReason,
+    ) {
+        let tries = tries.saturating_add(1);
         let retry = reason == FailReason::Unreachable && tries < super::MAX_ABORT_TRIES;
         let rec = self.in_map.get(&(peer.0, seq)).copied();
         match rec {
@@ -552,7 +559,7 @@ impl<B: UserBuf> MsgLayer<B> {
             }
             Some(id) => self.fail_rec(id),
             // A discarded message's record is gone; the sender still needs its CTS(0).
-            None if retry && token & super::send::TOKEN_ZERO_GRANT != 0 => {
+            None if retry && zero_grant => {
                 self.push_ctrl(
                     peer,
                     Ctrl::Cts {

@@ -12,6 +12,7 @@ use super::op::{
 };
 use super::rma_target::{Reply, TargetState};
 use super::send::Step;
+use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
@@ -21,12 +22,6 @@ use crate::wire::msg::{
     RMA_SUB_LEN,
 };
 
-/// Token bit (with `TOKEN_CTRL`) marking an RMA datagram; the low 32 bits are the op id.
-pub(crate) const TOKEN_RMA: u64 = 1 << 60;
-/// Token bit (with `TOKEN_RMA`) marking a target-side reply (READ_RESP, ATOMIC_RESP, ...).
-pub(crate) const TOKEN_RMA_REPLY: u64 = 1 << 59;
-/// Token bit (with `TOKEN_RMA`) marking an RMA_ABORT; its try count is in bits 32..40.
-pub(crate) const TOKEN_RMA_ABORT: u64 = 1 << 58;
 /// Most RMA ops one initiator keeps started (sent, reply not yet back) towards one peer;
 /// later ones wait in the queue. Bounds the target's per-peer state too.
 pub const MAX_RMA_INFLIGHT: u32 = 4096;
@@ -116,11 +111,6 @@ impl<B> RmaState<B> {
             stats: RmaStats::default(),
         }
     }
-}
-
-/// Token of an RMA datagram of ours for op `id`.
-fn token(id: u32) -> u64 {
-    super::send::TOKEN_CTRL | TOKEN_RMA | id as u64
 }
 
 impl<B: UserBuf> MsgLayer<B> {
@@ -262,7 +252,7 @@ impl<B: UserBuf> MsgLayer<B> {
                         // carries zeros the target drops as a duplicate).
                         dg.send_with_body(
                             p,
-                            token(m.id),
+                            Token::Rma { id: m.id }.encode(),
                             head,
                             &mut |b: &mut [u8]| {
                                 if repr.emit_into(b) {
@@ -277,15 +267,20 @@ impl<B: UserBuf> MsgLayer<B> {
                         )
                         .map(|()| n)
                     } else {
-                        dg.send(p, token(m.id), head + n, &mut |b: &mut [u8]| {
-                            if repr.emit_into(b)
-                                && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..])
-                            {
-                                if let Some(dst) = b.get_mut(head..) {
-                                    buf.read_at(off, dst);
+                        dg.send(
+                            p,
+                            Token::Rma { id: m.id }.encode(),
+                            head + n,
+                            &mut |b: &mut [u8]| {
+                                if repr.emit_into(b)
+                                    && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..])
+                                {
+                                    if let Some(dst) = b.get_mut(head..) {
+                                        buf.read_at(off, dst);
+                                    }
                                 }
-                            }
-                        })
+                            },
+                        )
                         .map(|()| n)
                     }
                 }
@@ -293,11 +288,16 @@ impl<B: UserBuf> MsgLayer<B> {
             RmaKind::Read => {
                 repr.ty = MsgType::ReadReq;
                 let len = HEADER_LEN + RMA_SUB_LEN;
-                dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
-                    if repr.emit_into(b) {
-                        (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
-                    }
-                })
+                dg.send(
+                    p,
+                    Token::Rma { id: m.id }.encode(),
+                    len,
+                    &mut |b: &mut [u8]| {
+                        if repr.emit_into(b) {
+                            (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+                        }
+                    },
+                )
                 .map(|()| 0)
             }
             RmaKind::Atomic { op, dt }
@@ -326,17 +326,22 @@ impl<B: UserBuf> MsgLayer<B> {
                 if len > payload_max {
                     Err(SendError::TooLarge)
                 } else {
-                    dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
-                        if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
-                            let at = HEADER_LEN + ATOMIC_SUB_LEN;
-                            if let Some(dst) = b.get_mut(at..at + opnd) {
-                                buf.read_at(0, dst);
+                    dg.send(
+                        p,
+                        Token::Rma { id: m.id }.encode(),
+                        len,
+                        &mut |b: &mut [u8]| {
+                            if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
+                                let at = HEADER_LEN + ATOMIC_SUB_LEN;
+                                if let Some(dst) = b.get_mut(at..at + opnd) {
+                                    buf.read_at(0, dst);
+                                }
+                                if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
+                                    c.read_at(0, dst);
+                                }
                             }
-                            if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
-                                c.read_at(0, dst);
-                            }
-                        }
-                    })
+                        },
+                    )
                     .map(|()| 0)
                 }
             }
@@ -417,18 +422,15 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// The buffer and offset of the deferred body `key` (a byte offset) of the RMA
-    /// datagram `token` to `peer`: a WRITE segment's source bytes.
+    /// datagram of op `id` to `peer`: a WRITE segment's source bytes.
     pub(crate) fn rma_body(
         &self,
         peer: PeerId,
-        token: u64,
+        id: u32,
         key: u64,
         len: usize,
     ) -> Option<(&B, usize)> {
-        if token & TOKEN_RMA == 0 || token & (TOKEN_RMA_REPLY | TOKEN_RMA_ABORT) != 0 {
-            return None;
-        }
-        let slot = *self.rma.out_map.get(&(peer.0, token as u32))?;
+        let slot = *self.rma.out_map.get(&(peer.0, id))?;
         let m = self.rma.outs.get(slot)?;
         if !matches!(m.op.kind, RmaKind::Write { .. }) {
             return None;
@@ -515,20 +517,23 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// `peer` failed (an SRD `Failed` report for datagram `token`, any datagram) or
-    /// restarted (`None`): its target-side state is dropped and every started op towards
+    /// `peer` failed (an SRD `Failed` report with `reason` for datagram `token`, any
+    /// datagram) or restarted (`reason` `None`): its target-side state is dropped and every started op towards
     /// it fails `PeerUnreachable`. If the peer may live on (`Unreachable`), each failed
     /// write gets an RMA_ABORT so the target frees its byte counter (a failed abort is
     /// sent again, up to `MAX_ABORT_TRIES` sends).
-    pub(crate) fn rma_peer_lost(&mut self, peer: PeerId, failed: Option<(u64, FailReason)>) {
-        let alive = matches!(failed, Some((_, FailReason::Unreachable)));
+    pub(crate) fn rma_peer_lost(
+        &mut self,
+        peer: PeerId,
+        reason: Option<FailReason>,
+        token: Option<Token>,
+    ) {
+        let alive = reason == Some(FailReason::Unreachable);
         // The aborts queued by an earlier report of this batch must survive.
         self.rma_drop_target_state(peer, alive);
-        if let Some((token, FailReason::Unreachable)) = failed {
-            let rma_abort = TOKEN_RMA | TOKEN_RMA_ABORT;
-            let tries = ((token >> 32) as u8).saturating_add(1);
-            if token & rma_abort == rma_abort && tries < super::MAX_ABORT_TRIES {
-                let id = token as u32;
+        if let (true, Some(Token::RmaAbort { id, tries })) = (alive, token) {
+            let tries = tries.saturating_add(1);
+            if tries < super::MAX_ABORT_TRIES {
                 self.peer_mut(peer)
                     .rma
                     .replies

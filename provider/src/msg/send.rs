@@ -2,22 +2,13 @@
 //! round-robin pacing over peers, and send completions (handed down or acked).
 
 use super::op::{CompError, SendOp};
-use super::peer::{Ctrl, TOKEN_CREDIT};
+use super::peer::Ctrl;
+use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
 use crate::dgram::{Datagrams, Deferred, FailReason, PeerId, SendError};
 use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
-
-/// Token bit marking control datagrams (CTS, credit); their events are ignored
-/// except a failed CTS.
-pub(crate) const TOKEN_CTRL: u64 = 1 << 63;
-/// Token bit (with `TOKEN_CTRL`) marking a CTS; the low 32 bits are its sequence number.
-pub(crate) const TOKEN_CTS: u64 = 1 << 62;
-/// Token bit (with `TOKEN_CTS`) marking a CTS that granted 0 bytes.
-pub(crate) const TOKEN_ZERO_GRANT: u64 = 1 << 40;
-/// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
-pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
 
 /// Segments at least this long are sent with a deferred body
 /// (`Datagrams::send_with_body`) instead of being copied when queued, bytes:
@@ -72,17 +63,8 @@ pub(crate) enum Step {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// Token of a datagram of message `seq` in slot `id`: bit 63 clear, `seq` in bits
-    /// 31..63, the slot in bits 0..31. The sequence number identifies the message even
-    /// after it completed (for ABORT) and makes events for a reused slot stale.
-    pub(crate) fn token_of(id: usize, seq: u32) -> u64 {
-        ((seq as u64) << 31) | (id as u64 & 0x7FFF_FFFF)
-    }
-
-    /// The live, started message a datagram token names, if any.
-    fn out_of_token(&self, peer: PeerId, token: u64) -> Option<usize> {
-        let id = (token & 0x7FFF_FFFF) as usize;
-        let seq = (token >> 31) as u32;
+    /// The live, started message a datagram token (`Token::Msg`) names, if any.
+    fn out_of_token(&self, peer: PeerId, id: usize, seq: u32) -> Option<usize> {
         self.outs
             .get(id)
             .filter(|m| m.op.peer == peer && m.seq == seq && m.proto != Proto::Unstarted)
@@ -155,11 +137,11 @@ impl<B: UserBuf> MsgLayer<B> {
                         tag: None,
                         data: None,
                     },
-                    TOKEN_CTRL
-                        | TOKEN_CTS
-                        | if grant == 0 { TOKEN_ZERO_GRANT } else { 0 }
-                        | (tries as u64) << 32
-                        | seq as u64,
+                    Token::Cts {
+                        seq,
+                        tries,
+                        zero_grant: grant == 0,
+                    },
                 ),
                 Ctrl::Abort { seq, tries } => (
                     Repr {
@@ -170,7 +152,7 @@ impl<B: UserBuf> MsgLayer<B> {
                         tag: None,
                         data: None,
                     },
-                    TOKEN_CTRL | TOKEN_ABORT | (tries as u64) << 32 | seq as u64,
+                    Token::Abort { seq, tries },
                 ),
                 Ctrl::Credit { bytes, tries } => (
                     Repr {
@@ -181,7 +163,10 @@ impl<B: UserBuf> MsgLayer<B> {
                         tag: None,
                         data: None,
                     },
-                    TOKEN_CTRL | TOKEN_CREDIT | (tries as u64) << 32 | bytes.min(0xFFFF_FFFF),
+                    Token::Credit {
+                        bytes: bytes.min(u32::MAX as u64) as u32,
+                        tries,
+                    },
                 ),
                 Ctrl::Keepalive => (
                     Repr {
@@ -192,10 +177,10 @@ impl<B: UserBuf> MsgLayer<B> {
                         tag: None,
                         data: None,
                     },
-                    TOKEN_CTRL | super::keepalive::TOKEN_KEEPALIVE,
+                    Token::Keepalive,
                 ),
             };
-            let r = dg.send(p, token, HEADER_LEN, &mut |b: &mut [u8]| {
+            let r = dg.send(p, token.encode(), HEADER_LEN, &mut |b: &mut [u8]| {
                 repr.emit_into(b);
             });
             if r == Err(SendError::WouldBlock) {
@@ -234,7 +219,11 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Idle;
         };
-        let token = Self::token_of(id, m.seq);
+        let token = Token::Msg {
+            slot: id,
+            seq: m.seq,
+        }
+        .encode();
         let (ty, off, n) = match m.proto {
             Proto::Rndv if !m.rts_sent => (MsgType::Rts, 0, 0),
             Proto::Rndv => (
@@ -425,20 +414,18 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// The application buffer and byte offset of the deferred body `key` (an offset)
     /// of datagram `token`, `None` if the message is gone.
-    pub(crate) fn body_of(&self, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
-        let id = (token & 0x7FFF_FFFF) as usize;
-        let seq = (token >> 31) as u32;
+    pub(crate) fn body_of(&self, id: usize, seq: u32, key: u64, len: usize) -> Option<(&B, usize)> {
         let m = self
             .outs
             .get(id)
-            .filter(|m| token & TOKEN_CTRL == 0 && m.seq == seq && m.proto != Proto::Unstarted)?;
+            .filter(|m| m.seq == seq && m.proto != Proto::Unstarted)?;
         let off = usize::try_from(key).ok()?;
         (off.checked_add(len)? <= m.op.buf.len()).then_some((&m.op.buf, off))
     }
 
     /// An `Acked` report for a message datagram.
-    pub(crate) fn on_send_acked(&mut self, peer: PeerId, token: u64) {
-        if let Some(id) = self.out_of_token(peer, token) {
+    pub(crate) fn on_send_acked(&mut self, peer: PeerId, slot: usize, seq: u32) {
+        if let Some(id) = self.out_of_token(peer, slot, seq) {
             if let Some(m) = self.outs.get_mut(id) {
                 m.outstanding = m.outstanding.saturating_sub(1);
             }
@@ -449,12 +436,17 @@ impl<B: UserBuf> MsgLayer<B> {
     /// A `Failed` report for a message datagram: the send fails (once), if it has not
     /// completed yet. If the peer may still be alive, tell it to stop waiting for the
     /// message (ABORT), also when the send already completed (it left on hand-down).
-    pub(crate) fn on_send_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
-        if let Some(id) = self.out_of_token(peer, token) {
+    pub(crate) fn on_send_failed(
+        &mut self,
+        peer: PeerId,
+        slot: usize,
+        seq: u32,
+        reason: FailReason,
+    ) {
+        if let Some(id) = self.out_of_token(peer, slot, seq) {
             self.fail_send(id, CompError::PeerUnreachable);
         }
         if self.mode == EpMode::Rdm && reason == FailReason::Unreachable {
-            let seq = (token >> 31) as u32;
             let st = self.peer_mut(peer);
             // The datagrams of one message fail together: one ABORT is enough.
             if st.last_abort_seq != Some(seq) {
