@@ -6,15 +6,10 @@
 //! instead of hanging.
 
 use super::peer::Ctrl;
-use super::send::{OutMsg, Proto};
+use super::send::Proto;
 use super::{CompError, MsgLayer};
 use crate::buf::UserBuf;
 use crate::dgram::{FailReason, PeerId};
-
-/// Is this send waiting for its CTS (RTS out, no data yet)?
-fn awaits_cts<B>(m: &OutMsg<B>) -> bool {
-    m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all
-}
 
 impl<B: UserBuf> MsgLayer<B> {
     /// Peers that operations wait on for a reply (RMA replies, CTS) or for
@@ -25,15 +20,7 @@ impl<B: UserBuf> MsgLayer<B> {
             .iter()
             .map(|st| st.rma.started > 0 || self.waits_for_credit(st))
             .collect();
-        // One pass over the sends: those waiting for a CTS.
-        let _ = self.outs.indices_where(|m| {
-            if awaits_cts(m) {
-                if let Some(w) = wait.get_mut(m.op.peer.0 as usize) {
-                    *w = true;
-                }
-            }
-            false
-        });
+        self.peers_owing_cts(&mut wait);
         (0..wait.len())
             .filter(|&i| wait[i])
             .map(|i| PeerId(i as u32))
@@ -77,13 +64,6 @@ impl<B: UserBuf> MsgLayer<B> {
                 self.fail_send(id, CompError::PeerUnreachable);
             }
         }
-        let waiting = self.outs.indices_where(|m| m.op.peer == p && awaits_cts(m));
-        for id in waiting {
-            let seq = self.outs.get(id).map(|m| m.seq);
-            self.fail_send(id, CompError::PeerUnreachable);
-            if let (Some(seq), FailReason::Unreachable) = (seq, reason) {
-                self.push_ctrl(p, Ctrl::Abort { seq, tries: 0 });
-            }
-        }
+        self.fail_sends_owed_cts(p, reason);
     }
 }

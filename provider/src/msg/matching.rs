@@ -5,7 +5,6 @@ use std::collections::VecDeque;
 
 use super::completion::RecvInfo;
 use super::op::{CompError, RecvOp};
-use super::peer::Ctrl;
 use super::recv::Target;
 use super::MsgLayer;
 use crate::buf::UserBuf;
@@ -132,23 +131,10 @@ impl<B: UserBuf> MsgLayer<B> {
             let n = rec.total_bytes.min(cap).min(b.len());
             e.op.buf.write_at(base, &b[..n]);
         }
-        let (peer, seq, rndv, total) = (rec.peer, rec.seq, rec.rndv, rec.total_bytes);
+        let (peer, rndv) = (rec.peer, rec.rndv);
         let (bytes, msgs) = self.settle(id);
         if rndv {
-            self.rndv_placing += 1;
-            // Ask only for the bytes that fit: truncated bytes never cross the network.
-            let grant = total.min(cap);
-            if let Some(rec) = self.ins.get_mut(id) {
-                rec.expect_bytes = grant;
-            }
-            self.push_ctrl(
-                peer,
-                Ctrl::Cts {
-                    seq,
-                    grant: grant as u64,
-                    tries: 0,
-                },
-            );
+            self.grant_cts(id, cap);
         }
         if let Some(b) = bounce {
             self.free_bounce(b);

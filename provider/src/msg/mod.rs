@@ -15,6 +15,7 @@ mod peer;
 mod recv;
 mod rma;
 mod rma_target;
+mod rndv;
 mod send;
 mod slab;
 mod token;
@@ -102,25 +103,13 @@ pub struct MsgLayer<B: UserBuf> {
     /// Last `max_payload` the datagram service reported, bytes.
     payload_max: usize,
     min_multi_recv: usize,
-    /// Rendezvous records matched to a receive and waiting for RDATA: while
-    /// any exist, the driver looks at each datagram's headers before receiving
-    /// it, to place RDATA straight into the receive buffer.
-    rndv_placing: usize,
     /// The payload being handled was placed already (`handle_payload_placed`).
     placed: bool,
-    /// The rendezvous record that received RDATA last: (record, peer, seq), and
-    /// the largest RDATA payload seen, bytes (see `guess_rdata`).
-    last_rdata: Option<(usize, PeerId, u32)>,
-    last_rdata_len: usize,
-    /// That piece began where the message's data so far ended.
-    last_rdata_in_order: bool,
     peers: Vec<PeerState>,
     /// Peers with something to send, round-robin.
     ready: VecDeque<PeerId>,
     blocked: Vec<PeerId>,
     outs: Slab<OutMsg<B>>,
-    /// Rendezvous sends by (peer, seq), for CTS lookup.
-    out_map: FastMap<(u32, u32), usize>,
     recvs: Slab<RecvEntry<B>>,
     posted_tagged: VecDeque<usize>,
     posted_untagged: VecDeque<usize>,
@@ -142,6 +131,8 @@ pub struct MsgLayer<B: UserBuf> {
     bounce_pool: Vec<Vec<u8>>,
     comps: VecDeque<Completion<B>>,
     stats: MsgStats,
+    /// Rendezvous, both sides (`rndv.rs`).
+    rndv: rndv::Rndv,
     /// One-sided operations, both sides.
     rma: rma::RmaState<B>,
 }
@@ -165,18 +156,13 @@ impl<B: UserBuf> MsgLayer<B> {
             credit_batch_msgs: (init_msgs / 2).max(1),
             max_tx_ops: cfg.max_tx_ops.max(1),
             max_rx_ops: cfg.max_rx_ops.max(1),
-            rndv_placing: 0,
             placed: false,
-            last_rdata: None,
-            last_rdata_len: 0,
-            last_rdata_in_order: false,
             payload_max: cfg.max_datagram.saturating_sub(SRD_HEADER_RESERVE_BYTES),
             min_multi_recv: 0,
             peers: Vec::new(),
             ready: VecDeque::new(),
             blocked: Vec::new(),
             outs: Slab::new(),
-            out_map: FastMap::default(),
             recvs: Slab::new(),
             posted_tagged: VecDeque::new(),
             posted_untagged: VecDeque::new(),
@@ -192,6 +178,7 @@ impl<B: UserBuf> MsgLayer<B> {
             bounce_pool: Vec::new(),
             comps: VecDeque::new(),
             stats: MsgStats::default(),
+            rndv: rndv::Rndv::default(),
             rma: rma::RmaState::new(),
         }
     }
@@ -294,13 +281,13 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Is some rendezvous receive waiting for data (worth placing directly)?
     pub fn expects_rdata(&self) -> bool {
         debug_assert_eq!(
-            self.rndv_placing,
+            self.rndv.placing,
             self.ins
                 .indices_where(|r| r.rndv && matches!(r.target, recv::Target::Recv { .. }))
                 .len(),
             "rendezvous records waiting for data miscounted"
         );
-        self.rndv_placing > 0
+        self.rndv.placing > 0
             || !self.rma.out_map.is_empty()
             || self.rma.target.writes_in_progress()
     }
@@ -320,69 +307,6 @@ impl<B: UserBuf> MsgLayer<B> {
         f: &mut dyn FnMut(&B, usize, usize),
     ) -> Option<usize> {
         self.place_target_of(peer, payload, f)
-    }
-
-    /// Where the next RDATA datagram most likely goes, before its headers are
-    /// seen: `(peer, buffer, offset in the buffer, bytes)` = right after the
-    /// highest byte that arrived of the rendezvous message that received data
-    /// last, one datagram's worth; once that message has all its data, the
-    /// start of the peer's next one, if it is granted and nothing of it came
-    /// yet (what an in-order stream sends next; none unless the last piece
-    /// came in order). Those bytes of the buffer are still unwritten (nothing
-    /// beyond them arrived), so a driver may receive the next datagram's
-    /// payload there directly and check with `place_target` that it was this
-    /// piece (else it moves it).
-    pub fn guess_rdata(&self) -> Option<(PeerId, &B, usize, usize)> {
-        self.guess_rdata_nth(0)
-    }
-
-    /// The `k`-th datagram's place after the one `guess_rdata` names (`k` = 0:
-    /// that one), one datagram's worth each, within the same message (the
-    /// message `guess_rdata` names): what an in-order stream sends next,
-    /// `k + 1` datagrams ahead. None past that message's end. All of them
-    /// are still unwritten, so a driver may receive several datagrams at once
-    /// into their guessed places (see `Engine::guess_rdata_nth`).
-    pub fn guess_rdata_nth(&self, k: usize) -> Option<(PeerId, &B, usize, usize)> {
-        let (id, peer, seq) = self.last_rdata.filter(|_| self.last_rdata_in_order)?;
-        if self.last_rdata_len == 0 {
-            return None;
-        }
-        let skip = k.checked_mul(self.last_rdata_len)?;
-        // (receive id, base, end, highest byte arrived) of a matched rendezvous message.
-        let span = |id: usize, seq: u32| {
-            let rec = self
-                .ins
-                .get(id)
-                .filter(|r| r.rndv && r.seq == seq && r.peer == peer)?;
-            let recv::Target::Recv { id: rid, base, cap } = rec.target else {
-                return None;
-            };
-            Some((rid, base, rec.expect_bytes.min(cap), rec.rdata_hi_bytes))
-        };
-        let place = |(rid, base, end, hi): (usize, usize, usize, usize)| {
-            let at = hi.checked_add(skip).filter(|&a| a < end)?;
-            let e = self.recvs.get(rid)?;
-            let n = self.last_rdata_len.min(end - at);
-            (base + at + n <= e.op.buf.len()).then_some((peer, &e.op.buf, base + at, n))
-        };
-        match span(id, seq) {
-            // Data still to come: its k-th piece (None past its end).
-            Some(sp) if sp.3 < sp.2 => return place(sp),
-            Some(_) => {}
-            None if k > 0 => return None,
-            None => {}
-        }
-        // That message is done (or its data all came): the next one's start.
-        let next = seq.wrapping_add(1);
-        let &nid = self.in_map.get(&(peer.0, next))?;
-        let fresh = self.ins.get(nid).is_some_and(|r| {
-            r.arrived_bytes == 0 && r.expect_bytes != usize::MAX && r.expect_bytes > 0
-        });
-        if fresh {
-            span(nid, next).and_then(place)
-        } else {
-            None
-        }
     }
 
     /// An acknowledgement or failure report from the SRD layer.

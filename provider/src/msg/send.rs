@@ -3,6 +3,7 @@
 
 use super::op::{CompError, SendOp};
 use super::peer::Ctrl;
+use super::rndv;
 use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
@@ -225,12 +226,7 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         .encode();
         let (ty, off, n) = match m.proto {
-            Proto::Rndv if !m.rts_sent => (MsgType::Rts, 0, 0),
-            Proto::Rndv => (
-                MsgType::RData,
-                m.next_off,
-                room.min(m.end_bytes - m.next_off),
-            ),
+            Proto::Rndv => rndv::next_segment(m, room),
             _ => (
                 MsgType::Data,
                 m.next_off,
@@ -338,45 +334,11 @@ impl<B: UserBuf> MsgLayer<B> {
         // DGRAM receivers ignore it, but it keeps tokens unique there too.
         st.next_send_seq = seq.wrapping_add(1);
         if proto == Proto::Rndv {
-            self.out_map.insert((p.0, seq), id);
+            self.rndv_started(p, seq, id);
         }
         if let Some(m) = self.outs.get_mut(id) {
             m.seq = seq;
             m.proto = proto;
-        }
-    }
-
-    /// A CTS from `p` for our message `seq`: send `grant` bytes of it.
-    pub(crate) fn on_cts(&mut self, p: PeerId, seq: u32, grant: u64) {
-        let Some(&id) = self.out_map.get(&(p.0, seq)) else {
-            self.stats.stray += 1;
-            return;
-        };
-        let Some(m) = self.outs.get_mut(id) else {
-            return;
-        };
-        if !m.rts_sent || m.handed_all || m.sent_any {
-            self.stats.stray += 1;
-            return;
-        }
-        m.end_bytes = (grant.min(m.total_bytes as u64)) as usize;
-        if m.end_bytes == 0 {
-            m.handed_all = true;
-            self.maybe_complete_send(id);
-        } else {
-            // Behind the messages already started, ahead of those not started
-            // yet: these may wait for message credit, and the receive this
-            // data completes may be what lets the peer's application take
-            // messages and return that credit.
-            let outs = &self.outs;
-            let at = self.peers.get(p.0 as usize).map_or(0, |st| {
-                st.queue
-                    .iter()
-                    .position(|&x| outs.get(x).is_some_and(|m| m.proto == Proto::Unstarted))
-                    .unwrap_or(st.queue.len())
-            });
-            self.peer_mut(p).queue.insert(at, id);
-            self.wake(p);
         }
     }
 
@@ -405,9 +367,7 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(m) = self.outs.remove(id) else {
             return;
         };
-        if m.proto == Proto::Rndv && self.out_map.get(&(m.op.peer.0, m.seq)) == Some(&id) {
-            self.out_map.remove(&(m.op.peer.0, m.seq));
-        }
+        self.rndv_finished(id, &m);
         let len = m.total_bytes;
         self.complete_send(m.op, len, error);
     }
