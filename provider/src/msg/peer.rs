@@ -2,10 +2,12 @@
 
 use std::collections::VecDeque;
 
+use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
 use crate::dgram::PeerId;
+use crate::wire::msg::{MsgType, Repr};
 
 /// A control message waiting to go to a peer (sent before data, header only).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -21,6 +23,45 @@ pub(crate) enum Ctrl {
     Abort { seq: u32, tries: u8 },
     /// Are you there? (an empty CREDIT; see `keepalive.rs`).
     Keepalive,
+}
+
+impl Ctrl {
+    /// Its datagram: the header (control messages have no payload) and the
+    /// token. `credited` = the peer's messages credited back in all, which
+    /// every CREDIT and keepalive carries so that a lost one is made good by
+    /// the next.
+    pub(crate) fn datagram(self, credited: u32) -> (Repr, Token) {
+        let header = |ty, seq, total| Repr {
+            ty,
+            seq,
+            total,
+            offset: 0,
+            tag: None,
+            data: None,
+        };
+        match self {
+            Ctrl::Cts { seq, grant, tries } => (
+                header(MsgType::Cts, seq, grant),
+                Token::Cts {
+                    seq,
+                    tries,
+                    zero_grant: grant == 0,
+                },
+            ),
+            Ctrl::Abort { seq, tries } => {
+                (header(MsgType::Abort, seq, 0), Token::Abort { seq, tries })
+            }
+            Ctrl::Credit { bytes, tries } => (
+                header(MsgType::Credit, credited, bytes),
+                Token::Credit {
+                    bytes: bytes.min(u32::MAX as u64) as u32,
+                    tries,
+                },
+            ),
+            // A keepalive is a CREDIT returning no bytes (see `keepalive.rs`).
+            Ctrl::Keepalive => (header(MsgType::Credit, credited, 0), Token::Keepalive),
+        }
+    }
 }
 
 /// What this endpoint knows about one peer.

@@ -11,7 +11,7 @@ use super::op::{
     atomic_valid, AtomicCall, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
 };
 use super::rma_target::{Reply, TargetState};
-use super::send::Step;
+use super::send::{Step, DEFER_MIN_BYTES};
 use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
@@ -206,145 +206,20 @@ impl<B: UserBuf> MsgLayer<B> {
             return Step::Idle;
         };
         let payload_max = self.payload_max;
-        let Some(m) = self.rma.outs.get(slot) else {
+        let Some(started) = self.rma.outs.get(slot).map(|m| m.started) else {
             self.peer_mut(p).rma.queue.pop_front();
             return Step::Idle;
         };
-        if !m.started {
-            let st = &mut self.peer_mut(p).rma;
-            let id = st.next_id;
-            st.next_id = id.wrapping_add(1);
-            st.started += 1;
-            self.rma.out_map.insert((p.0, id), slot);
-            self.rma.stats.live_ops += 1;
-            if let Some(m) = self.rma.outs.get_mut(slot) {
-                m.started = true;
-                m.id = id;
-            }
+        if !started {
+            self.start_op(p, slot);
         }
         let Some(m) = self.rma.outs.get(slot) else {
             return Step::Idle;
         };
-        let mut repr = Repr {
-            ty: MsgType::Write,
-            seq: m.id,
-            total: m.len as u64,
-            offset: 0,
-            tag: None,
-            data: None,
-        };
-        let (key, addr, off) = (m.op.key, m.op.addr, m.next_off);
-        let buf = &m.op.buf;
         let r = match &m.op.kind {
-            RmaKind::Write { data } => {
-                let room = payload_max.saturating_sub(HEADER_LEN + RMA_SUB_LEN);
-                let n = room.min(m.len - off);
-                if room == 0 {
-                    Err(SendError::TooLarge)
-                } else {
-                    repr.offset = off as u64;
-                    repr.data = *data;
-                    let head = HEADER_LEN + RMA_SUB_LEN;
-                    if n >= super::send::DEFER_MIN_BYTES && dg.supports_body() {
-                        // Straight from the application's buffer, which stays
-                        // valid until the target's WRITE_DONE, i.e. until every
-                        // byte arrived (a resend after that finds the op gone and
-                        // carries zeros the target drops as a duplicate).
-                        dg.send_with_body(
-                            p,
-                            Token::Rma { id: m.id }.encode(),
-                            head,
-                            &mut |b: &mut [u8]| {
-                                if repr.emit_into(b) {
-                                    (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
-                                }
-                            },
-                            Deferred {
-                                key: off as u64,
-                                len: n,
-                                ack_at_once: true,
-                            },
-                        )
-                        .map(|()| n)
-                    } else {
-                        dg.send(
-                            p,
-                            Token::Rma { id: m.id }.encode(),
-                            head + n,
-                            &mut |b: &mut [u8]| {
-                                if repr.emit_into(b)
-                                    && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..])
-                                {
-                                    if let Some(dst) = b.get_mut(head..) {
-                                        buf.read_at(off, dst);
-                                    }
-                                }
-                            },
-                        )
-                        .map(|()| n)
-                    }
-                }
-            }
-            RmaKind::Read => {
-                repr.ty = MsgType::ReadReq;
-                let len = HEADER_LEN + RMA_SUB_LEN;
-                dg.send(
-                    p,
-                    Token::Rma { id: m.id }.encode(),
-                    len,
-                    &mut |b: &mut [u8]| {
-                        if repr.emit_into(b) {
-                            (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
-                        }
-                    },
-                )
-                .map(|()| 0)
-            }
-            RmaKind::Atomic { op, dt }
-            | RmaKind::FetchAtomic { op, dt, .. }
-            | RmaKind::CompareAtomic { op, dt, .. } => {
-                let (fetch, compare) = match &m.op.kind {
-                    RmaKind::FetchAtomic { .. } => (ATOMIC_FETCH, None),
-                    RmaKind::CompareAtomic { compare, .. } => {
-                        (ATOMIC_FETCH | ATOMIC_COMPARE, Some(compare))
-                    }
-                    _ => (0, None),
-                };
-                let opnd = if op_has_operands(*op) { m.len } else { 0 };
-                let bytes = opnd + compare.map_or(0, |_| m.len);
-                let sub = AtomicSub {
-                    key,
-                    addr,
-                    op: op_code(*op),
-                    dt: type_code(*dt),
-                    flags: fetch,
-                    count: (m.len / dt.size()) as u32,
-                };
-                repr.ty = MsgType::Atomic;
-                repr.total = bytes as u64;
-                let len = HEADER_LEN + ATOMIC_SUB_LEN + bytes;
-                if len > payload_max {
-                    Err(SendError::TooLarge)
-                } else {
-                    dg.send(
-                        p,
-                        Token::Rma { id: m.id }.encode(),
-                        len,
-                        &mut |b: &mut [u8]| {
-                            if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
-                                let at = HEADER_LEN + ATOMIC_SUB_LEN;
-                                if let Some(dst) = b.get_mut(at..at + opnd) {
-                                    buf.read_at(0, dst);
-                                }
-                                if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
-                                    c.read_at(0, dst);
-                                }
-                            }
-                        },
-                    )
-                    .map(|()| 0)
-                }
-            }
+            RmaKind::Write { data } => send_write_segment(dg, p, m, *data, payload_max),
+            RmaKind::Read => send_read_req(dg, p, m),
+            _ => send_atomic(dg, p, m, payload_max),
         };
         match r {
             Ok(n) => {
@@ -366,6 +241,20 @@ impl<B: UserBuf> MsgLayer<B> {
                 self.rma_finish(slot, Some(CompError::PeerUnreachable));
                 Step::Sent
             }
+        }
+    }
+
+    /// Give our op in `slot` (the front of `p`'s RMA queue) its id.
+    fn start_op(&mut self, p: PeerId, slot: usize) {
+        let st = &mut self.peer_mut(p).rma;
+        let id = st.next_id;
+        st.next_id = id.wrapping_add(1);
+        st.started += 1;
+        self.rma.out_map.insert((p.0, id), slot);
+        self.rma.stats.live_ops += 1;
+        if let Some(m) = self.rma.outs.get_mut(slot) {
+            m.started = true;
+            m.id = id;
         }
     }
 
@@ -563,4 +452,134 @@ impl<B: UserBuf> MsgLayer<B> {
             self.rma_finish(slot, Some(CompError::PeerUnreachable));
         }
     }
+}
+
+/// The header of op `m`'s datagram of type `ty` (offset 0, no CQ data).
+fn op_header<B: UserBuf>(m: &RmaOut<B>, ty: MsgType, total: u64) -> Repr {
+    Repr {
+        ty,
+        seq: m.id,
+        total,
+        offset: 0,
+        tag: None,
+        data: None,
+    }
+}
+
+/// Hand down the next WRITE segment of write `m` (`data`: its CQ data);
+/// returns the bytes it carried.
+fn send_write_segment<B: UserBuf>(
+    dg: &mut dyn Datagrams,
+    p: PeerId,
+    m: &RmaOut<B>,
+    data: Option<u64>,
+    payload_max: usize,
+) -> Result<usize, SendError> {
+    let (key, addr, off, buf) = (m.op.key, m.op.addr, m.next_off, &m.op.buf);
+    let room = payload_max.saturating_sub(HEADER_LEN + RMA_SUB_LEN);
+    if room == 0 {
+        return Err(SendError::TooLarge);
+    }
+    let n = room.min(m.len - off);
+    let repr = Repr {
+        offset: off as u64,
+        data,
+        ..op_header(m, MsgType::Write, m.len as u64)
+    };
+    let token = Token::Rma { id: m.id }.encode();
+    let head = HEADER_LEN + RMA_SUB_LEN;
+    if n >= DEFER_MIN_BYTES && dg.supports_body() {
+        // Straight from the application's buffer, which stays valid until
+        // the target's WRITE_DONE, i.e. until every byte arrived (a resend
+        // after that finds the op gone and carries zeros the target drops
+        // as a duplicate).
+        dg.send_with_body(
+            p,
+            token,
+            head,
+            &mut |b: &mut [u8]| {
+                if repr.emit_into(b) {
+                    (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+                }
+            },
+            Deferred {
+                key: off as u64,
+                len: n,
+                ack_at_once: true,
+            },
+        )
+    } else {
+        dg.send(p, token, head + n, &mut |b: &mut [u8]| {
+            if repr.emit_into(b) && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]) {
+                if let Some(dst) = b.get_mut(head..) {
+                    buf.read_at(off, dst);
+                }
+            }
+        })
+    }
+    .map(|()| n)
+}
+
+/// Hand down read `m`'s READ_REQ; returns 0 (no bytes of the op carried).
+fn send_read_req<B: UserBuf>(
+    dg: &mut dyn Datagrams,
+    p: PeerId,
+    m: &RmaOut<B>,
+) -> Result<usize, SendError> {
+    let (key, addr) = (m.op.key, m.op.addr);
+    let repr = op_header(m, MsgType::ReadReq, m.len as u64);
+    let token = Token::Rma { id: m.id }.encode();
+    dg.send(p, token, HEADER_LEN + RMA_SUB_LEN, &mut |b: &mut [u8]| {
+        if repr.emit_into(b) {
+            (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+        }
+    })
+    .map(|()| 0)
+}
+
+/// Hand down atomic `m`'s one ATOMIC datagram (operands, then comparands);
+/// returns 0.
+fn send_atomic<B: UserBuf>(
+    dg: &mut dyn Datagrams,
+    p: PeerId,
+    m: &RmaOut<B>,
+    payload_max: usize,
+) -> Result<usize, SendError> {
+    let (op, dt, flags, compare) = match &m.op.kind {
+        RmaKind::Atomic { op, dt } => (*op, *dt, 0, None),
+        RmaKind::FetchAtomic { op, dt, .. } => (*op, *dt, ATOMIC_FETCH, None),
+        RmaKind::CompareAtomic {
+            op, dt, compare, ..
+        } => (*op, *dt, ATOMIC_FETCH | ATOMIC_COMPARE, Some(compare)),
+        RmaKind::Write { .. } | RmaKind::Read => return Err(SendError::TooLarge),
+    };
+    let opnd = if op_has_operands(op) { m.len } else { 0 };
+    let bytes = opnd + compare.map_or(0, |_| m.len);
+    let sub = AtomicSub {
+        key: m.op.key,
+        addr: m.op.addr,
+        op: op_code(op),
+        dt: type_code(dt),
+        flags,
+        count: (m.len / dt.size()) as u32,
+    };
+    let repr = op_header(m, MsgType::Atomic, bytes as u64);
+    let len = HEADER_LEN + ATOMIC_SUB_LEN + bytes;
+    if len > payload_max {
+        return Err(SendError::TooLarge);
+    }
+    let buf = &m.op.buf;
+    let token = Token::Rma { id: m.id }.encode();
+    dg.send(p, token, len, &mut |b: &mut [u8]| {
+        if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
+            let at = HEADER_LEN + ATOMIC_SUB_LEN;
+            if let Some(dst) = b.get_mut(at..at + opnd) {
+                buf.read_at(0, dst);
+            }
+            if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
+                c.read_at(0, dst);
+            }
+        }
+    })
+    .map(|()| 0)
 }

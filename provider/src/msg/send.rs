@@ -122,90 +122,48 @@ impl<B: UserBuf> MsgLayer<B> {
         self.blocked = blocked;
     }
 
-    /// Hand one datagram of `p`'s work to `dg`.
+    /// Hand one datagram of `p`'s work to `dg`: control messages first, then
+    /// RMA and messages in turn.
     fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
         if let Some(&c) = self.peer_mut(p).ctrl.front() {
-            // Every CREDIT (and keepalive) carries how many of the peer's
-            // messages we credited in all, so a lost one is made good by the next.
-            let credited = self.peer_mut(p).credited_msgs;
-            let (repr, token) = match c {
-                Ctrl::Cts { seq, grant, tries } => (
-                    Repr {
-                        ty: MsgType::Cts,
-                        seq,
-                        total: grant,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    Token::Cts {
-                        seq,
-                        tries,
-                        zero_grant: grant == 0,
-                    },
-                ),
-                Ctrl::Abort { seq, tries } => (
-                    Repr {
-                        ty: MsgType::Abort,
-                        seq,
-                        total: 0,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    Token::Abort { seq, tries },
-                ),
-                Ctrl::Credit { bytes, tries } => (
-                    Repr {
-                        ty: MsgType::Credit,
-                        seq: credited,
-                        total: bytes,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    Token::Credit {
-                        bytes: bytes.min(u32::MAX as u64) as u32,
-                        tries,
-                    },
-                ),
-                Ctrl::Keepalive => (
-                    Repr {
-                        ty: MsgType::Credit,
-                        seq: credited,
-                        total: 0,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    Token::Keepalive,
-                ),
-            };
-            let r = dg.send(p, token.encode(), HEADER_LEN, &mut |b: &mut [u8]| {
-                repr.emit_into(b);
-            });
-            if r == Err(SendError::WouldBlock) {
-                return Step::Blocked;
-            }
-            // Sent, or the peer is gone (nothing to tell it then).
-            self.peer_mut(p).ctrl.pop_front();
-            return Step::Sent;
+            return self.send_ctrl(p, c, dg);
         }
         if let Some(step) = self.rma_send_one(p, dg) {
             return step;
         }
+        self.send_segment(p, dg)
+    }
+
+    /// Hand down control message `c`, the front of `p`'s control queue.
+    fn send_ctrl(&mut self, p: PeerId, c: Ctrl, dg: &mut dyn Datagrams) -> Step {
+        // Every CREDIT (and keepalive) carries how many of the peer's
+        // messages we credited in all, so a lost one is made good by the next.
+        let (repr, token) = c.datagram(self.peer_mut(p).credited_msgs);
+        let r = dg.send(p, token.encode(), HEADER_LEN, &mut |b: &mut [u8]| {
+            repr.emit_into(b);
+        });
+        if r == Err(SendError::WouldBlock) {
+            return Step::Blocked;
+        }
+        // Sent, or the peer is gone (nothing to tell it then).
+        self.peer_mut(p).ctrl.pop_front();
+        Step::Sent
+    }
+
+    /// The message at the front of `p`'s queue, started if it was not; `Err`
+    /// with the step to report when no message can send now.
+    fn front_message(&mut self, p: PeerId, room: usize) -> Result<usize, Step> {
         let Some(&id) = self.peer_mut(p).queue.front() else {
-            return Step::Idle;
+            return Err(Step::Idle);
         };
-        let room = self.payload_max.saturating_sub(HEADER_LEN);
         let Some(m) = self.outs.get(id) else {
             self.peer_mut(p).queue.pop_front();
-            return Step::Idle;
+            return Err(Step::Idle);
         };
         if room == 0 || (self.mode == EpMode::Dgram && m.total_bytes > room) {
             // The datagram service cannot carry it (payload room shrank below the message).
             self.fail_send(id, CompError::PeerUnreachable);
-            return Step::Idle;
+            return Err(Step::Idle);
         }
         if m.proto == Proto::Unstarted {
             if self.mode == EpMode::Rdm && self.peer_mut(p).send_credit_msgs == 0 {
@@ -213,10 +171,21 @@ impl<B: UserBuf> MsgLayer<B> {
                 // there: this one waits (it stays cancellable) rather than
                 // growing the peer's unexpected memory.
                 self.stats.credit_waits += 1;
-                return Step::Parked;
+                return Err(Step::Parked);
             }
             self.start_send(id, p);
         }
+        Ok(id)
+    }
+
+    /// Hand down the next datagram (DATA, RTS or RDATA) of the message at the
+    /// front of `p`'s queue.
+    fn send_segment(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
+        let room = self.payload_max.saturating_sub(HEADER_LEN);
+        let id = match self.front_message(p, room) {
+            Ok(id) => id,
+            Err(step) => return step,
+        };
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Idle;
         };
@@ -278,14 +247,17 @@ impl<B: UserBuf> MsgLayer<B> {
             })
         };
         match r {
-            Ok(()) => {}
-            Err(SendError::WouldBlock) => return Step::Blocked,
+            Ok(()) => self.segment_sent(p, id, ty == MsgType::Rts, n),
+            Err(SendError::WouldBlock) => Step::Blocked,
             Err(_) => {
                 self.fail_send(id, CompError::PeerUnreachable);
-                return Step::Sent;
+                Step::Sent
             }
         }
-        let is_rts = ty == MsgType::Rts;
+    }
+
+    /// A datagram of message `id` to `p` (an RTS, or `n` bytes of data) left.
+    fn segment_sent(&mut self, p: PeerId, id: usize, is_rts: bool, n: usize) -> Step {
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Sent;
         };
