@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::completion::RecvInfo;
-use super::op::{CompError, RecvOp};
+use super::op::{CompError, OpError, RecvOp};
 use super::recv::Target;
 use super::MsgLayer;
 use crate::buf::UserBuf;
@@ -146,13 +146,26 @@ impl<B: UserBuf> MsgLayer<B> {
         self.owe_credit(peer, bytes, msgs);
     }
 
-    /// Post a receive (validated): peek / claim, or match the unexpected queue, or queue it.
-    pub(crate) fn post_recv_impl(&mut self, op: RecvOp<B>) {
+    /// Post a receive: peek / claim, or match the unexpected queue, or join
+    /// the posted queue. `Again` while `max_rx_ops` receives are posted and
+    /// not completed (a peek, which completes at once, is always taken).
+    pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
+        let f = op.flags;
+        if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
+            || (f.discard && !f.peek && !f.claim)
+        {
+            return Err(OpError::Invalid);
+        }
+        if !f.peek && self.rx_room() == 0 {
+            return Err(OpError::Again);
+        }
         if op.flags.peek {
-            return self.peek(op);
+            self.peek(op);
+            return Ok(());
         }
         if op.flags.claim {
-            return self.claim(op);
+            self.claim(op);
+            return Ok(());
         }
         let tagged = op.tag.is_some();
         let multi = op.flags.multi_recv;
@@ -178,10 +191,11 @@ impl<B: UserBuf> MsgLayer<B> {
             self.bind(id, rid);
             self.check_done(id);
             if !multi || !self.recvs.get(rid).is_some_and(|e| e.posted) {
-                return;
+                return Ok(());
             }
         }
         self.posted_queue(tagged).push_back(rid);
+        Ok(())
     }
 
     /// `FI_PEEK` (with `FI_CLAIM` / `FI_DISCARD`): report the first matching unexpected message.

@@ -3,8 +3,22 @@
 //! Tagged and untagged matching (posted and unexpected queues), send-order
 //! matching per peer (`FI_ORDER_SAS`) although datagrams arrive in any order,
 //! segmentation and reassembly with placement by offset, truncation, cancel,
-//! peek/claim/discard, and completions; one-sided RMA and atomics (`rma.rs`,
-//! `rma_target.rs`, `atomic.rs`). Protocol: `PROTOCOL.md` §9 and §10.
+//! peek/claim/discard, rendezvous, and completions; one-sided RMA and
+//! atomics. Protocol: `PROTOCOL.md` §9 and §10. Where each mechanism lives
+//! (every file adds methods to `MsgLayer`; this one holds the state, the
+//! event dispatch and the getters):
+//!
+//! | file | what |
+//! |------|------|
+//! | `send.rs` | send queues, protocol choice, `pump` (round-robin over peers), DATA segmentation, send completions |
+//! | `rndv.rs` | rendezvous, sender and receiver: RTS, CTS, RDATA, direct placement guesses, CTS failures |
+//! | `recv.rs` | incoming records, SAS hold-back, ABORT, placement by offset, receive completions |
+//! | `matching.rs` | posted and unexpected queues, tag matching, peek / claim / discard, multi-recv, cancel |
+//! | `peer.rs` | per-peer state, control messages (`Ctrl`), eager and message credit |
+//! | `keepalive.rs` | keepalives to peers that operations wait on |
+//! | `token.rs` | the token each datagram carries through the SRD (`Token`) |
+//! | `rma.rs`, `rma_target.rs`, `atomic.rs` | one-sided operations: initiator, target, atomic op table and arithmetic |
+//! | `op.rs`, `completion.rs`, `slab.rs` | the operation and completion types, building completions, the slab |
 
 pub mod atomic;
 mod completion;
@@ -31,7 +45,7 @@ use crate::hash::FastMap;
 
 use crate::buf::UserBuf;
 use crate::config::{Config, EpMode};
-use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId};
+use crate::dgram::{DgramEvent, FailReason, PeerId};
 use crate::wire::msg::HEADER_LEN;
 
 pub use rma::{RmaStats, MAX_RMA_INFLIGHT};
@@ -191,91 +205,20 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
-    /// `Again` while `max_tx_ops` operations are not completed.
-    pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
-        if op.buf.len() > self.max_msg_size() {
-            return Err(OpError::TooLarge);
-        }
-        if self.tx_room() == 0 {
-            return Err(OpError::Again);
-        }
-        self.enqueue_send(op);
-        Ok(())
-    }
-
-    /// Queue a one-sided operation (RMA write/read or atomic). It leaves through
-    /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
-    /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
-    /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
-    /// `Invalid` for an op/datatype pair `atomic_valid` refuses; `Again` while
-    /// `max_tx_ops` operations are not completed (they share the transmit queue
-    /// with sends).
-    pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
-        if self.tx_room() == 0 && self.mode == EpMode::Rdm {
-            return Err(OpError::Again);
-        }
-        self.rma_post(op)
-    }
-
-    /// Install the target-side resolver of remote keys (the domain's MR table).
-    /// Without one every arriving RMA request is refused with `RemoteAccess`.
-    pub fn set_rma_target(&mut self, target: Box<dyn crate::buf::RmaTarget<B>>) {
-        self.rma_set_target(target);
-    }
-
-    /// Largest element count one atomic of datatype `dt` may carry (operands and,
-    /// for compare ops, comparands in one datagram).
-    pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
-        self.rma_max_atomic_count(dt.size(), compare)
-    }
-
-    /// Post a receive; it may match an unexpected message at once. `Again` while
-    /// `max_rx_ops` receives are posted and not completed (a peek, which
-    /// completes at once, is always taken).
-    pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
-        let f = op.flags;
-        if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
-            || (f.discard && !f.peek && !f.claim)
-        {
-            return Err(OpError::Invalid);
-        }
-        if !f.peek && self.rx_room() == 0 {
-            return Err(OpError::Again);
-        }
-        self.post_recv_impl(op);
-        Ok(())
-    }
-
     /// Cancel the posted receive (or queued send not yet started) with `context`;
     /// true if found (an `FI_ECANCELED` error completion follows).
     pub fn cancel(&mut self, context: u64) -> bool {
         self.cancel_recv(context) || self.cancel_send(context)
     }
 
-    /// A datagram payload delivered by the SRD layer from `peer`.
-    pub fn handle_payload(&mut self, peer: PeerId, payload: &[u8]) {
-        self.on_payload(peer, payload);
-    }
-
     /// Where the deferred body of a datagram lies: the send buffer and the byte offset
     /// in it, `None` if its message is gone (`Datagrams::send_with_body`).
     pub fn body(&self, peer: PeerId, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
         match Token::decode(token)? {
-            Token::Msg { slot, seq } => self.body_of(slot, seq, key, len),
+            Token::Msg { slot, seq } => self.send_body(slot, seq, key, len),
             Token::Rma { id } => self.rma_body(peer, id, key, len),
             _ => None,
         }
-    }
-
-    /// A datagram payload whose RDATA bytes are already in the receive buffer
-    /// (placed there by the driver at `rdata_target`'s direction): everything
-    /// but the copy. `payload` holds the message header; its length is the
-    /// payload's (bytes past the header are not read).
-    pub fn handle_payload_placed(&mut self, peer: PeerId, payload: &[u8]) {
-        self.placed = true;
-        self.on_payload(peer, payload);
-        self.placed = false;
     }
 
     /// Is some rendezvous receive waiting for data (worth placing directly)?
@@ -290,23 +233,6 @@ impl<B: UserBuf> MsgLayer<B> {
         self.rndv.placing > 0
             || !self.rma.out_map.is_empty()
             || self.rma.target.writes_in_progress()
-    }
-
-    /// Where the payload of `payload` (message header first; the bytes after the
-    /// headers need not be there yet) from `peer` would be written, if it is bulk
-    /// data for a buffer already known: `None` = receive it normally.
-    /// (RDATA of a rendezvous message, READ_RESP of our RMA read, later WRITE
-    /// segments of a peer's RMA write into our registered memory.) With the
-    /// buffer, `f` gets the byte offset in it and how many bytes land there;
-    /// returns how many bytes of `payload` are headers (the payload proper
-    /// starts after them).
-    pub fn place_target(
-        &self,
-        peer: PeerId,
-        payload: &[u8],
-        f: &mut dyn FnMut(&B, usize, usize),
-    ) -> Option<usize> {
-        self.place_target_of(peer, payload, f)
     }
 
     /// An acknowledgement or failure report from the SRD layer.
@@ -363,11 +289,6 @@ impl<B: UserBuf> MsgLayer<B> {
                 }
             }
         }
-    }
-
-    /// Push queued message segments (and control messages) into `dg` while it has room.
-    pub fn pump(&mut self, dg: &mut dyn Datagrams) {
-        self.pump_impl(dg);
     }
 
     /// The next finished operation.

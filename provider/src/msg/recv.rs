@@ -55,8 +55,8 @@ pub(crate) struct InRec {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// A datagram payload from `peer`.
-    pub(crate) fn on_payload(&mut self, peer: PeerId, payload: &[u8]) {
+    /// A datagram payload delivered by the SRD layer from `peer`.
+    pub fn handle_payload(&mut self, peer: PeerId, payload: &[u8]) {
         let pkt = match Packet::new_checked(payload) {
             Ok(p) => p,
             Err(_) => {
@@ -93,6 +93,16 @@ impl<B: UserBuf> MsgLayer<B> {
             MsgType::Credit => self.on_credit(peer, total, repr.seq),
             _ => self.rma_on_payload(peer, &repr, data),
         }
+    }
+
+    /// A datagram payload whose RDATA bytes are already in the receive buffer
+    /// (placed there by the driver at `place_target`'s direction): everything
+    /// but the copy. `payload` holds the message header; its length is the
+    /// payload's (bytes past the header are not read).
+    pub fn handle_payload_placed(&mut self, peer: PeerId, payload: &[u8]) {
+        self.placed = true;
+        self.handle_payload(peer, payload);
+        self.placed = false;
     }
 
     /// A DATA segment or RTS: start or continue the record of message (peer, seq).
@@ -367,8 +377,15 @@ impl<B: UserBuf> MsgLayer<B> {
         self.check_done(id);
     }
 
-    /// See `MsgLayer::place_target`.
-    pub(crate) fn place_target_of(
+    /// Where the payload of `payload` (message header first; the bytes after the
+    /// headers need not be there yet) from `peer` would be written, if it is bulk
+    /// data for a buffer already known: `None` = receive it normally.
+    /// (RDATA of a rendezvous message, READ_RESP of our RMA read, later WRITE
+    /// segments of a peer's RMA write into our registered memory.) With the
+    /// buffer, `f` gets the byte offset in it and how many bytes land there;
+    /// returns how many bytes of `payload` are headers (the payload proper
+    /// starts after them).
+    pub fn place_target(
         &self,
         peer: PeerId,
         payload: &[u8],

@@ -8,7 +8,7 @@ use crate::hash::FastMap;
 
 use super::atomic::{op_code, op_has_operands, type_code};
 use super::op::{
-    atomic_valid, AtomicCall, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
+    atomic_valid, AtomicCall, AtomicType, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
 };
 use super::rma_target::{Reply, TargetState};
 use super::send::{Step, DEFER_MIN_BYTES};
@@ -114,14 +114,25 @@ impl<B> RmaState<B> {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// Largest atomic element count of `dt` one datagram carries (`compare`: comparands too).
-    pub(crate) fn rma_max_atomic_count(&self, size: usize, compare: bool) -> usize {
+    /// Largest element count one atomic of datatype `dt` may carry (operands and,
+    /// for compare ops, comparands in one datagram).
+    pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
+        let size = dt.size();
         let room = self.payload_max.saturating_sub(HEADER_LEN + ATOMIC_SUB_LEN);
         (room / (size.max(1) * if compare { 2 } else { 1 })).min(u32::MAX as usize)
     }
 
-    /// Validate and queue a one-sided op.
-    pub(crate) fn rma_post(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+    /// Queue a one-sided operation (RMA write/read or atomic). It leaves through
+    /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
+    /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
+    /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
+    /// `Invalid` for an op/datatype pair `atomic_valid` refuses (and in DGRAM
+    /// mode); `Again` while `max_tx_ops` operations are not completed (they
+    /// share the transmit queue with sends).
+    pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        if self.tx_room() == 0 && self.mode == EpMode::Rdm {
+            return Err(OpError::Again);
+        }
         if self.mode != EpMode::Rdm {
             return Err(OpError::Invalid);
         }
@@ -156,7 +167,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 if result.is_some_and(|r| r < len) || compare.is_some_and(|c| c < len) {
                     return Err(OpError::Invalid);
                 }
-                if len / size > self.rma_max_atomic_count(size, call == AtomicCall::Compare) {
+                if len / size > self.max_atomic_count(dt, call == AtomicCall::Compare) {
                     return Err(OpError::TooLarge);
                 }
             }

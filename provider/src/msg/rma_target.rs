@@ -95,8 +95,9 @@ impl<B> TargetState<B> {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// Install the resolver of remote keys.
-    pub(crate) fn rma_set_target(&mut self, t: Box<dyn RmaTarget<B>>) {
+    /// Install the target-side resolver of remote keys (the domain's MR table).
+    /// Without one every arriving RMA request is refused with `RemoteAccess`.
+    pub fn set_rma_target(&mut self, t: Box<dyn RmaTarget<B>>) {
         self.rma.target.resolver = Some(t);
     }
 

@@ -1,7 +1,7 @@
 //! Send side: per-peer send queues, protocol choice, segmentation into datagrams,
 //! round-robin pacing over peers, and send completions (handed down or acked).
 
-use super::op::{CompError, SendOp};
+use super::op::{CompError, OpError, SendOp};
 use super::peer::Ctrl;
 use super::rndv;
 use super::token::Token;
@@ -72,8 +72,15 @@ impl<B: UserBuf> MsgLayer<B> {
             .map(|_| id)
     }
 
-    /// Queue a send (after validation).
-    pub(crate) fn enqueue_send(&mut self, op: SendOp<B>) {
+    /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
+    /// `Again` while `max_tx_ops` operations are not completed.
+    pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
+        if op.buf.len() > self.max_msg_size() {
+            return Err(OpError::TooLarge);
+        }
+        if self.tx_room() == 0 {
+            return Err(OpError::Again);
+        }
         let peer = op.peer;
         let total = op.buf.len();
         let id = self.outs.insert(OutMsg {
@@ -91,10 +98,12 @@ impl<B: UserBuf> MsgLayer<B> {
         });
         self.peer_mut(peer).queue.push_back(id);
         self.wake(peer);
+        Ok(())
     }
 
-    /// Hand datagrams down while peers have work and `dg` room (round-robin over peers).
-    pub(crate) fn pump_impl(&mut self, dg: &mut dyn Datagrams) {
+    /// Push queued message segments (and control messages) into `dg` while it
+    /// has room: round-robin over peers with work, one datagram per turn.
+    pub fn pump(&mut self, dg: &mut dyn Datagrams) {
         self.payload_max = dg.max_payload();
         let mut blocked = core::mem::take(&mut self.blocked);
         // Bounded: every turn either sends a datagram, retires the peer or blocks it.
@@ -346,7 +355,13 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// The application buffer and byte offset of the deferred body `key` (an offset)
     /// of datagram `token`, `None` if the message is gone.
-    pub(crate) fn body_of(&self, id: usize, seq: u32, key: u64, len: usize) -> Option<(&B, usize)> {
+    pub(crate) fn send_body(
+        &self,
+        id: usize,
+        seq: u32,
+        key: u64,
+        len: usize,
+    ) -> Option<(&B, usize)> {
         let m = self
             .outs
             .get(id)
