@@ -5,7 +5,7 @@
 //! (the SRD's unreachable timeout), and the operations waiting on it fail
 //! instead of hanging.
 
-use super::peer::Ctrl;
+use super::pump::Ctrl;
 use super::send::Proto;
 use super::{CompError, MsgLayer};
 use crate::buf::UserBuf;

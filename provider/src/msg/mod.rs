@@ -10,11 +10,12 @@
 //!
 //! | file | what |
 //! |------|------|
-//! | `send.rs` | send queues, protocol choice, `pump` (round-robin over peers), DATA segmentation, send completions |
+//! | `pump.rs` | `pump`: whose datagram goes next (round-robin over peers; control messages `Ctrl` first) |
+//! | `send.rs` | send queues, protocol choice, DATA segmentation, send completions |
 //! | `rndv.rs` | rendezvous, sender and receiver: RTS, CTS, RDATA, direct placement guesses, CTS failures |
 //! | `recv.rs` | incoming records, SAS hold-back, ABORT, placement by offset, receive completions |
-//! | `matching.rs` | posted and unexpected queues, tag matching, peek / claim / discard, multi-recv, cancel |
-//! | `peer.rs` | per-peer state, control messages (`Ctrl`), eager and message credit |
+//! | `matching.rs` | posted and unexpected queues (`Queues`), tag matching, peek / claim / discard, multi-recv, cancel |
+//! | `peer.rs` | per-peer state, eager and message credit (`CreditPolicy`, CREDIT) |
 //! | `keepalive.rs` | keepalives to peers that operations wait on |
 //! | `token.rs` | the token each datagram carries through the SRD (`Token`) |
 //! | `rma.rs`, `rma_target.rs`, `atomic.rs` | one-sided operations: initiator, target, atomic op table and arithmetic |
@@ -26,6 +27,7 @@ mod keepalive;
 mod matching;
 pub mod op;
 mod peer;
+mod pump;
 mod recv;
 mod rma;
 mod rma_target;
@@ -104,12 +106,9 @@ pub struct MsgLayer<B: UserBuf> {
     mode: EpMode,
     eager_limit: usize,
     max_unexpected_bytes: usize,
-    init_credit_bytes: usize,
-    credit_batch_bytes: usize,
     max_unexpected_msgs: usize,
-    /// A sender's message credit towards us before any CREDIT (see `CREDIT_SHARES`).
-    init_credit_msgs: usize,
-    credit_batch_msgs: usize,
+    /// Credit we hand out and return (`peer.rs`).
+    credit: peer::CreditPolicy,
     /// Most operations initiated and not completed (`Config::max_tx_ops`).
     max_tx_ops: usize,
     /// Most receives posted and not completed (`Config::max_rx_ops`).
@@ -125,23 +124,16 @@ pub struct MsgLayer<B: UserBuf> {
     blocked: Vec<PeerId>,
     outs: Slab<OutMsg<B>>,
     recvs: Slab<RecvEntry<B>>,
-    posted_tagged: VecDeque<usize>,
-    posted_untagged: VecDeque<usize>,
     ins: Slab<InRec>,
     /// Incoming records by (peer, seq): O(1) per segment.
     in_map: FastMap<(u32, u32), usize>,
-    unexp_tagged: VecDeque<usize>,
-    unexp_untagged: VecDeque<usize>,
-    /// Messages claimed by `FI_PEEK | FI_CLAIM`: (context, record).
-    claimed: Vec<(u64, usize)>,
+    /// Posted receives and unexpected messages, in order (`matching.rs`).
+    queues: matching::Queues,
     unexp_bytes: usize,
     peak_unexp_bytes: usize,
     /// Message records holding unexpected memory now (neither matched nor
     /// discarded: unexpected, held back for send order, or claimed).
     unexp_msgs: usize,
-    /// Some credit stayed owed because we held too much (`over_bound`): flush
-    /// it once we are below the bounds again.
-    credit_held_back: bool,
     bounce_pool: Vec<Vec<u8>>,
     comps: VecDeque<Completion<B>>,
     stats: MsgStats,
@@ -161,13 +153,16 @@ impl<B: UserBuf> MsgLayer<B> {
             mode: cfg.mode,
             eager_limit: cfg.eager_limit,
             max_unexpected_bytes: cfg.max_unexpected_bytes,
-            init_credit_bytes: init_credit,
-            credit_batch_bytes: (init_credit / 4).max(1),
             max_unexpected_msgs: cfg.max_unexpected_msgs.max(1),
-            init_credit_msgs: init_msgs,
-            // Half the share: a message stream matched as it arrives (every
-            // ping-pong) costs one CREDIT per this many messages.
-            credit_batch_msgs: (init_msgs / 2).max(1),
+            credit: peer::CreditPolicy {
+                init_bytes: init_credit,
+                batch_bytes: (init_credit / 4).max(1),
+                init_msgs,
+                // Half the share: a message stream matched as it arrives (every
+                // ping-pong) costs one CREDIT per this many messages.
+                batch_msgs: (init_msgs / 2).max(1),
+                held_back: false,
+            },
             max_tx_ops: cfg.max_tx_ops.max(1),
             max_rx_ops: cfg.max_rx_ops.max(1),
             placed: false,
@@ -178,17 +173,12 @@ impl<B: UserBuf> MsgLayer<B> {
             blocked: Vec::new(),
             outs: Slab::new(),
             recvs: Slab::new(),
-            posted_tagged: VecDeque::new(),
-            posted_untagged: VecDeque::new(),
             ins: Slab::new(),
             in_map: FastMap::default(),
-            unexp_tagged: VecDeque::new(),
-            unexp_untagged: VecDeque::new(),
-            claimed: Vec::new(),
+            queues: matching::Queues::default(),
             unexp_bytes: 0,
             peak_unexp_bytes: 0,
             unexp_msgs: 0,
-            credit_held_back: false,
             bounce_pool: Vec::new(),
             comps: VecDeque::new(),
             stats: MsgStats::default(),
@@ -266,7 +256,7 @@ impl<B: UserBuf> MsgLayer<B> {
                         let tries = tries.saturating_add(1);
                         if tries < MAX_ABORT_TRIES {
                             let bytes = bytes as u64;
-                            self.push_ctrl(peer, peer::Ctrl::Credit { bytes, tries });
+                            self.push_ctrl(peer, pump::Ctrl::Credit { bytes, tries });
                         }
                     }
                     Some(Token::Abort { seq, tries }) if retry => {
@@ -275,7 +265,7 @@ impl<B: UserBuf> MsgLayer<B> {
                         // try again a few times (each try takes one unreachable timeout).
                         let tries = tries.saturating_add(1);
                         if tries < MAX_ABORT_TRIES {
-                            self.push_ctrl(peer, peer::Ctrl::Abort { seq, tries });
+                            self.push_ctrl(peer, pump::Ctrl::Abort { seq, tries });
                         }
                     }
                     _ => {}

@@ -439,9 +439,9 @@ impl<B: UserBuf> MsgLayer<B> {
             self.in_map.remove(&key);
         }
         if rec.ready && rec.target == Target::None {
-            self.unexp_tagged.retain(|&x| x != id);
-            self.unexp_untagged.retain(|&x| x != id);
-            self.claimed.retain(|&(_, x)| x != id);
+            self.queues.unexp_tagged.retain(|&x| x != id);
+            self.queues.unexp_untagged.retain(|&x| x != id);
+            self.queues.claimed.retain(|&(_, x)| x != id);
         }
         if let Some(b) = rec.bounce.take() {
             self.free_bounce(b);

@@ -10,8 +10,8 @@ use super::atomic::{op_code, op_has_operands, type_code};
 use super::op::{
     atomic_valid, AtomicCall, AtomicType, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
 };
+use super::pump::{Step, DEFER_MIN_BYTES};
 use super::rma_target::{Reply, TargetState};
-use super::send::{Step, DEFER_MIN_BYTES};
 use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
@@ -25,6 +25,12 @@ use crate::wire::msg::{
 /// Most RMA ops one initiator keeps started (sent, reply not yet back) towards one peer;
 /// later ones wait in the queue. Bounds the target's per-peer state too.
 pub const MAX_RMA_INFLIGHT: u32 = 4096;
+
+// The target keeps room for twice what an honest initiator starts (PROTOCOL.md §10).
+const _: () = assert!(
+    super::rma_target::MAX_WRITES_IN_PER_PEER == 2 * MAX_RMA_INFLIGHT
+        && super::rma_target::MAX_READS_PER_PEER == 2 * MAX_RMA_INFLIGHT as usize
+);
 
 /// Counters of the RMA engine (diagnostics).
 #[derive(Clone, Debug, Default)]

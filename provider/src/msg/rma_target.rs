@@ -6,7 +6,7 @@ use crate::hash::FastMap;
 
 use super::atomic::{apply, call_of, op_from_code, op_has_operands, type_from_code};
 use super::op::{atomic_valid, AtomicCall, CompKind, Completion};
-use super::send::Step;
+use super::pump::Step;
 use super::token::Token;
 use super::MsgLayer;
 use crate::buf::{RmaAccess, RmaTarget, UserBuf};
@@ -16,10 +16,11 @@ use crate::wire::msg::{
 };
 
 /// Most write byte counters a target holds for one peer (an honest initiator has at
-/// most `MAX_RMA_INFLIGHT` ops started; this bounds what a hostile one can pin).
-const MAX_WRITES_IN_PER_PEER: u32 = 2 * super::rma::MAX_RMA_INFLIGHT;
-/// Most reads a target streams (or queues) for one peer at once.
-const MAX_READS_PER_PEER: usize = 2 * super::rma::MAX_RMA_INFLIGHT as usize;
+/// most `MAX_RMA_INFLIGHT` ops started, half this; this bounds what a hostile one
+/// can pin). `rma.rs` checks the ratio at compile time.
+pub(crate) const MAX_WRITES_IN_PER_PEER: u32 = 8192;
+/// Most reads a target streams (or queues) for one peer at once (as above).
+pub(crate) const MAX_READS_PER_PEER: usize = 8192;
 /// Reply buffers kept for reuse.
 const POOL_MAX: usize = 64;
 

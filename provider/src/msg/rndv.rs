@@ -21,7 +21,7 @@
 
 use crate::hash::FastMap;
 
-use super::peer::Ctrl;
+use super::pump::Ctrl;
 use super::recv::Target;
 use super::send::{OutMsg, Proto};
 use super::{CompError, MsgLayer, MAX_ABORT_TRIES};
@@ -52,18 +52,20 @@ pub(crate) fn awaits_cts<B>(m: &OutMsg<B>) -> bool {
     m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all
 }
 
-/// The next datagram of rendezvous send `m` (it is at its queue's front):
-/// (type, message offset, payload bytes) with at most `room` payload bytes.
-/// First the RTS; after the CTS, the granted bytes.
-pub(crate) fn next_segment<B>(m: &OutMsg<B>, room: usize) -> (MsgType, usize, usize) {
-    if !m.rts_sent {
-        (MsgType::Rts, 0, 0)
-    } else {
-        (
-            MsgType::RData,
-            m.next_off,
-            room.min(m.end_bytes - m.next_off),
-        )
+impl<B> OutMsg<B> {
+    /// The next datagram of this rendezvous send (it is at its queue's
+    /// front): (type, message offset, payload bytes) with at most `room`
+    /// payload bytes. First the RTS; after the CTS, the granted bytes.
+    pub(crate) fn rndv_segment(&self, room: usize) -> (MsgType, usize, usize) {
+        if !self.rts_sent {
+            (MsgType::Rts, 0, 0)
+        } else {
+            (
+                MsgType::RData,
+                self.next_off,
+                room.min(self.end_bytes - self.next_off),
+            )
+        }
     }
 }
 

@@ -1,24 +1,15 @@
-//! Send side: per-peer send queues, protocol choice, segmentation into datagrams,
-//! round-robin pacing over peers, and send completions (handed down or acked).
+//! Send side: per-peer send queues, protocol choice (eager or rendezvous,
+//! `rndv.rs`), segmentation into datagrams, and send completions (handed
+//! down or acked). `pump.rs` decides whose datagram goes next.
 
 use super::op::{CompError, OpError, SendOp};
-use super::peer::Ctrl;
-use super::rndv;
+use super::pump::{Ctrl, Step, DEFER_MIN_BYTES};
 use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
 use crate::dgram::{Datagrams, Deferred, FailReason, PeerId, SendError};
 use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
-
-/// Segments at least this long are sent with a deferred body
-/// (`Datagrams::send_with_body`) instead of being copied when queued, bytes:
-/// rendezvous data, and eager data of a send that completes on its acks.
-/// Below it a copy costs less than describing the body at every transmission.
-/// It must stay well under an Ethernet MTU's payload (1376 B at MTU 1500): at
-/// 2048 every packet of a 1500-byte network was copied twice (into the engine,
-/// then into the datagram), a quarter of the sender's CPU.
-pub(crate) const DEFER_MIN_BYTES: usize = 512;
 
 /// How a message travels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -51,16 +42,6 @@ pub(crate) struct OutMsg<B> {
     /// Some datagram of it was handed down with a deferred body (read from
     /// `op.buf` at each transmission): it completes only once all are acked.
     pub deferred: bool,
-}
-
-/// Result of one attempt to hand a datagram to the SRD layer.
-pub(crate) enum Step {
-    Sent,
-    Blocked,
-    Idle,
-    /// The next message may not start before the peer returns message credit:
-    /// the peer leaves the ring until a CREDIT (or other work) wakes it.
-    Parked,
 }
 
 impl<B: UserBuf> MsgLayer<B> {
@@ -101,64 +82,6 @@ impl<B: UserBuf> MsgLayer<B> {
         Ok(())
     }
 
-    /// Push queued message segments (and control messages) into `dg` while it
-    /// has room: round-robin over peers with work, one datagram per turn.
-    pub fn pump(&mut self, dg: &mut dyn Datagrams) {
-        self.payload_max = dg.max_payload();
-        let mut blocked = core::mem::take(&mut self.blocked);
-        // Bounded: every turn either sends a datagram, retires the peer or blocks it.
-        while let Some(p) = self.ready.pop_front() {
-            if !dg.can_send(p) {
-                blocked.push(p);
-                continue;
-            }
-            match self.send_one(p, dg) {
-                Step::Blocked => blocked.push(p),
-                Step::Parked => self.peer_mut(p).in_ready = false,
-                Step::Sent | Step::Idle => {
-                    if self.peer_mut(p).has_work() {
-                        self.ready.push_back(p);
-                    } else {
-                        self.peer_mut(p).in_ready = false;
-                    }
-                }
-            }
-        }
-        if !blocked.is_empty() {
-            // (VecDeque::extend costs ~150 instructions even from an empty drain.)
-            self.ready.extend(blocked.drain(..));
-        }
-        self.blocked = blocked;
-    }
-
-    /// Hand one datagram of `p`'s work to `dg`: control messages first, then
-    /// RMA and messages in turn.
-    fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
-        if let Some(&c) = self.peer_mut(p).ctrl.front() {
-            return self.send_ctrl(p, c, dg);
-        }
-        if let Some(step) = self.rma_send_one(p, dg) {
-            return step;
-        }
-        self.send_segment(p, dg)
-    }
-
-    /// Hand down control message `c`, the front of `p`'s control queue.
-    fn send_ctrl(&mut self, p: PeerId, c: Ctrl, dg: &mut dyn Datagrams) -> Step {
-        // Every CREDIT (and keepalive) carries how many of the peer's
-        // messages we credited in all, so a lost one is made good by the next.
-        let (repr, token) = c.datagram(self.peer_mut(p).credited_msgs);
-        let r = dg.send(p, token.encode(), HEADER_LEN, &mut |b: &mut [u8]| {
-            repr.emit_into(b);
-        });
-        if r == Err(SendError::WouldBlock) {
-            return Step::Blocked;
-        }
-        // Sent, or the peer is gone (nothing to tell it then).
-        self.peer_mut(p).ctrl.pop_front();
-        Step::Sent
-    }
-
     /// The message at the front of `p`'s queue, started if it was not; `Err`
     /// with the step to report when no message can send now.
     fn front_message(&mut self, p: PeerId, room: usize) -> Result<usize, Step> {
@@ -189,7 +112,7 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Hand down the next datagram (DATA, RTS or RDATA) of the message at the
     /// front of `p`'s queue.
-    fn send_segment(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
+    pub(crate) fn send_segment(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
         let room = self.payload_max.saturating_sub(HEADER_LEN);
         let id = match self.front_message(p, room) {
             Ok(id) => id,
@@ -204,7 +127,7 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         .encode();
         let (ty, off, n) = match m.proto {
-            Proto::Rndv => rndv::next_segment(m, room),
+            Proto::Rndv => m.rndv_segment(room),
             _ => (
                 MsgType::Data,
                 m.next_off,
@@ -425,7 +348,7 @@ impl<B: UserBuf> MsgLayer<B> {
         for id in started {
             self.fail_send(id, CompError::PeerUnreachable);
         }
-        let (c, m) = (self.init_credit_bytes, self.init_credit_msgs);
+        let (c, m) = (self.credit.init_bytes, self.credit.init_msgs);
         let st = self.peer_mut(p);
         st.next_send_seq = 0;
         st.ctrl.clear();
