@@ -4,6 +4,13 @@
 //! silently after acknowledging everything then shows up as a failed datagram
 //! (the SRD's unreachable timeout), and the operations waiting on it fail
 //! instead of hanging.
+//!
+//! On the wire a keepalive is a CREDIT with `total` 0 (`Ctrl::datagram`), and
+//! stays so: the receiver need not tell it from a CREDIT (0 bytes back, and
+//! the cumulative message count it carries changes nothing or makes good a
+//! lost CREDIT); only we must, for its failure report, and its token says
+//! which it was (`Token::Keepalive`). A type of its own would be a wire
+//! change that receivers of this version count as `bad` (`PROTOCOL.md` §9).
 
 use super::pump::Ctrl;
 use super::send::Proto;

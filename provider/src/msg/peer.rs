@@ -201,7 +201,8 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// A CREDIT from `peer`: `bytes` of eager credit back, and `credited` of
-    /// our messages credited in all.
+    /// our messages credited in all. (A keepalive is a CREDIT of 0 bytes and
+    /// lands here too: see `keepalive.rs`.)
     pub(crate) fn on_credit(&mut self, peer: PeerId, bytes: usize, credited: u32) {
         let st = self.peer_mut(peer);
         st.send_credit_bytes = st.send_credit_bytes.saturating_add(bytes);
