@@ -7,12 +7,13 @@
 //! "Matching", "Failures and restarts").
 //!
 //! ```text
-//! sender                                   receiver
-//! start_send: proto Rndv ── RTS ─────────► on_msg_segment: record (rndv), SAS, MATCH
-//!   (leaves its queue; waits for CTS)       grant_cts, on bind:  expect = min(total, room)
-//! on_cts: back in its queue ◄── CTS(grant)  (discard_rec: CTS(0))
-//! send_one: RDATA [0, grant) ────────────► on_rdata: place at offset; all granted → done
-//! failures: keepalive_failed_rndv          cts_failed: CTS sent again, or receive fails
+//! sender                                    receiver
+//! start_send: Rndv (rndv_started)
+//! send_segment: RTS ──────────────────────► on_msg_segment: record, SAS, MATCH
+//!   (leaves its queue: waits for the CTS)    bind → grant_cts: expect min(total, room)
+//! on_cts: back in its queue ◄── CTS(grant)   (discard_rec → refuse_cts: CTS(0))
+//! send_segment: RDATA [0, grant) ─────────► on_rdata → place; all granted → done
+//! failures: fail_sends_owed_cts             on_cts_failed: CTS again, or the receive fails
 //! ```
 //!
 //! The rest of a rendezvous message's life (segmentation, acks, completion,
