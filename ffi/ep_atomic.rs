@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::os::raw::{c_int, c_void};
 use std::sync::OnceLock;
 
+// The op and datatype tables are the provider's, indexed by the libfabric enum values
+// (the same codes travel on the wire: PROTOCOL.md §10).
+use spray::msg::atomic::{ATOMIC_OPS as OPS, ATOMIC_TYPES as TYPES};
 use spray::msg::{atomic_valid, AtomicCall, AtomicOp, AtomicType, RmaKind};
 use spray::{Config, Engine, EpMode, UserBuf};
 
@@ -36,43 +39,6 @@ pub static ATOMIC_OPS: sys::fi_ops_atomic = sys::fi_ops_atomic {
     readwritevalid: Some(readwritevalid),
     compwritevalid: Some(compwritevalid),
 };
-
-/// Every datatype spray supports, in `enum fi_datatype` order.
-const TYPES: [AtomicType; 10] = [
-    AtomicType::I8,
-    AtomicType::U8,
-    AtomicType::I16,
-    AtomicType::U16,
-    AtomicType::I32,
-    AtomicType::U32,
-    AtomicType::I64,
-    AtomicType::U64,
-    AtomicType::F32,
-    AtomicType::F64,
-];
-
-/// Every operation, in `enum fi_op` order.
-const OPS: [AtomicOp; 19] = [
-    AtomicOp::Min,
-    AtomicOp::Max,
-    AtomicOp::Sum,
-    AtomicOp::Prod,
-    AtomicOp::Lor,
-    AtomicOp::Land,
-    AtomicOp::Bor,
-    AtomicOp::Band,
-    AtomicOp::Lxor,
-    AtomicOp::Bxor,
-    AtomicOp::Read,
-    AtomicOp::Write,
-    AtomicOp::Cswap,
-    AtomicOp::CswapNe,
-    AtomicOp::CswapLe,
-    AtomicOp::CswapLt,
-    AtomicOp::CswapGe,
-    AtomicOp::CswapGt,
-    AtomicOp::Mswap,
-];
 
 /// `enum fi_datatype` → ours: complex, long double and 128-bit types exist but are
 /// not offered (`-FI_EOPNOTSUPP`); anything else is not a datatype (`-FI_EINVAL`).

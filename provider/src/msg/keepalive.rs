@@ -4,20 +4,19 @@
 //! silently after acknowledging everything then shows up as a failed datagram
 //! (the SRD's unreachable timeout), and the operations waiting on it fail
 //! instead of hanging.
+//!
+//! On the wire a keepalive is a CREDIT with `total` 0 (`Ctrl::datagram`), and
+//! stays so: the receiver need not tell it from a CREDIT (0 bytes back, and
+//! the cumulative message count it carries changes nothing or makes good a
+//! lost CREDIT); only we must, for its failure report, and its token says
+//! which it was (`Token::Keepalive`). A type of its own would be a wire
+//! change that receivers of this version count as `bad` (`PROTOCOL.md` §9).
 
-use super::peer::Ctrl;
-use super::send::{OutMsg, Proto};
+use super::pump::Ctrl;
+use super::send::Proto;
 use super::{CompError, MsgLayer};
 use crate::buf::UserBuf;
 use crate::dgram::{FailReason, PeerId};
-
-/// Token bit (with `TOKEN_CTRL`) marking a keepalive.
-pub(crate) const TOKEN_KEEPALIVE: u64 = 1 << 57;
-
-/// Is this send waiting for its CTS (RTS out, no data yet)?
-fn awaits_cts<B>(m: &OutMsg<B>) -> bool {
-    m.proto == Proto::Rndv && m.rts_sent && !m.sent_any && !m.handed_all
-}
 
 impl<B: UserBuf> MsgLayer<B> {
     /// Peers that operations wait on for a reply (RMA replies, CTS) or for
@@ -28,15 +27,7 @@ impl<B: UserBuf> MsgLayer<B> {
             .iter()
             .map(|st| st.rma.started > 0 || self.waits_for_credit(st))
             .collect();
-        // One pass over the sends: those waiting for a CTS.
-        let _ = self.outs.indices_where(|m| {
-            if awaits_cts(m) {
-                if let Some(w) = wait.get_mut(m.op.peer.0 as usize) {
-                    *w = true;
-                }
-            }
-            false
-        });
+        self.peers_owing_cts(&mut wait);
         (0..wait.len())
             .filter(|&i| wait[i])
             .map(|i| PeerId(i as u32))
@@ -80,13 +71,6 @@ impl<B: UserBuf> MsgLayer<B> {
                 self.fail_send(id, CompError::PeerUnreachable);
             }
         }
-        let waiting = self.outs.indices_where(|m| m.op.peer == p && awaits_cts(m));
-        for id in waiting {
-            let seq = self.outs.get(id).map(|m| m.seq);
-            self.fail_send(id, CompError::PeerUnreachable);
-            if let (Some(seq), FailReason::Unreachable) = (seq, reason) {
-                self.push_ctrl(p, Ctrl::Abort { seq, tries: 0 });
-            }
-        }
+        self.fail_sends_owed_cts(p, reason);
     }
 }

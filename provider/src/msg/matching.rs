@@ -4,12 +4,24 @@
 use std::collections::VecDeque;
 
 use super::completion::RecvInfo;
-use super::op::{CompError, RecvOp};
-use super::peer::Ctrl;
+use super::op::{CompError, OpError, RecvOp};
 use super::recv::Target;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::dgram::PeerId;
+
+/// The matching queues, tagged and untagged apart (slab ids, oldest first).
+#[derive(Default)]
+pub(crate) struct Queues {
+    /// Posted receives (`recvs` ids) waiting for a message.
+    pub posted_tagged: VecDeque<usize>,
+    pub posted_untagged: VecDeque<usize>,
+    /// Message records (`ins` ids) that no posted receive took yet.
+    pub unexp_tagged: VecDeque<usize>,
+    pub unexp_untagged: VecDeque<usize>,
+    /// Messages claimed by `FI_PEEK | FI_CLAIM`: (context, record).
+    pub claimed: Vec<(u64, usize)>,
+}
 
 /// A posted receive (or a multi-recv buffer still taking messages).
 pub(crate) struct RecvEntry<B> {
@@ -37,18 +49,18 @@ fn accepts<B>(op: &RecvOp<B>, peer: PeerId, tag: Option<u64>) -> bool {
 impl<B: UserBuf> MsgLayer<B> {
     fn posted_queue(&mut self, tagged: bool) -> &mut VecDeque<usize> {
         if tagged {
-            &mut self.posted_tagged
+            &mut self.queues.posted_tagged
         } else {
-            &mut self.posted_untagged
+            &mut self.queues.posted_untagged
         }
     }
 
     /// Position in its posted queue of the earliest receive accepting a message.
     pub(crate) fn find_posted(&self, peer: PeerId, tag: Option<u64>) -> Option<usize> {
         let q = if tag.is_some() {
-            &self.posted_tagged
+            &self.queues.posted_tagged
         } else {
-            &self.posted_untagged
+            &self.queues.posted_untagged
         };
         q.iter().position(|&rid| {
             self.recvs
@@ -60,9 +72,9 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Position in its unexpected queue of the earliest message `op` accepts.
     fn find_unexpected(&self, op: &RecvOp<B>) -> Option<usize> {
         let q = if op.tag.is_some() {
-            &self.unexp_tagged
+            &self.queues.unexp_tagged
         } else {
-            &self.unexp_untagged
+            &self.queues.unexp_untagged
         };
         q.iter()
             .position(|&id| self.ins.get(id).is_some_and(|r| accepts(op, r.peer, r.tag)))
@@ -96,9 +108,9 @@ impl<B: UserBuf> MsgLayer<B> {
             }
         }
         if tag.is_some() {
-            self.unexp_tagged.push_back(id);
+            self.queues.unexp_tagged.push_back(id);
         } else {
-            self.unexp_untagged.push_back(id);
+            self.queues.unexp_untagged.push_back(id);
         }
     }
 
@@ -132,41 +144,41 @@ impl<B: UserBuf> MsgLayer<B> {
             let n = rec.total_bytes.min(cap).min(b.len());
             e.op.buf.write_at(base, &b[..n]);
         }
-        let (peer, seq, rndv, total) = (rec.peer, rec.seq, rec.rndv, rec.total_bytes);
+        let (peer, rndv) = (rec.peer, rec.rndv);
         let (bytes, msgs) = self.settle(id);
         if rndv {
-            self.rndv_placing += 1;
-            // Ask only for the bytes that fit: truncated bytes never cross the network.
-            let grant = total.min(cap);
-            if let Some(rec) = self.ins.get_mut(id) {
-                rec.expect_bytes = grant;
-            }
-            self.push_ctrl(
-                peer,
-                Ctrl::Cts {
-                    seq,
-                    grant: grant as u64,
-                    tries: 0,
-                },
-            );
+            self.grant_cts(id, cap);
         }
         if let Some(b) = bounce {
             self.free_bounce(b);
         }
         if released {
-            self.posted_untagged.retain(|&x| x != rid);
-            self.posted_tagged.retain(|&x| x != rid);
+            self.queues.posted_untagged.retain(|&x| x != rid);
+            self.queues.posted_tagged.retain(|&x| x != rid);
         }
         self.owe_credit(peer, bytes, msgs);
     }
 
-    /// Post a receive (validated): peek / claim, or match the unexpected queue, or queue it.
-    pub(crate) fn post_recv_impl(&mut self, op: RecvOp<B>) {
+    /// Post a receive: peek / claim, or match the unexpected queue, or join
+    /// the posted queue. `Again` while `max_rx_ops` receives are posted and
+    /// not completed (a peek, which completes at once, is always taken).
+    pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
+        let f = op.flags;
+        if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
+            || (f.discard && !f.peek && !f.claim)
+        {
+            return Err(OpError::Invalid);
+        }
+        if !f.peek && self.rx_room() == 0 {
+            return Err(OpError::Again);
+        }
         if op.flags.peek {
-            return self.peek(op);
+            self.peek(op);
+            return Ok(());
         }
         if op.flags.claim {
-            return self.claim(op);
+            self.claim(op);
+            return Ok(());
         }
         let tagged = op.tag.is_some();
         let multi = op.flags.multi_recv;
@@ -182,9 +194,9 @@ impl<B: UserBuf> MsgLayer<B> {
             .and_then(|e| self.find_unexpected(&e.op))
         {
             let q = if tagged {
-                &mut self.unexp_tagged
+                &mut self.queues.unexp_tagged
             } else {
-                &mut self.unexp_untagged
+                &mut self.queues.unexp_untagged
             };
             let Some(id) = q.remove(pos) else {
                 break;
@@ -192,10 +204,11 @@ impl<B: UserBuf> MsgLayer<B> {
             self.bind(id, rid);
             self.check_done(id);
             if !multi || !self.recvs.get(rid).is_some_and(|e| e.posted) {
-                return;
+                return Ok(());
             }
         }
         self.posted_queue(tagged).push_back(rid);
+        Ok(())
     }
 
     /// `FI_PEEK` (with `FI_CLAIM` / `FI_DISCARD`): report the first matching unexpected message.
@@ -205,9 +218,9 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         let tagged = op.tag.is_some();
         let q = if tagged {
-            &mut self.unexp_tagged
+            &mut self.queues.unexp_tagged
         } else {
-            &mut self.unexp_untagged
+            &mut self.queues.unexp_untagged
         };
         let id = q[pos];
         let Some(r) = self.ins.get(id) else {
@@ -223,15 +236,15 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         if op.flags.claim || op.flags.discard {
             let q = if tagged {
-                &mut self.unexp_tagged
+                &mut self.queues.unexp_tagged
             } else {
-                &mut self.unexp_untagged
+                &mut self.queues.unexp_untagged
             };
             q.remove(pos);
             if op.flags.discard {
                 self.discard_rec(id);
             } else {
-                self.claimed.push((op.context, id));
+                self.queues.claimed.push((op.context, id));
             }
         }
         self.complete_recv(op.context, tagged, op.report, None, info, false, None);
@@ -239,10 +252,15 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// `FI_CLAIM` without peek: take (or with `FI_DISCARD` drop) the message claimed by this context.
     fn claim(&mut self, op: RecvOp<B>) {
-        let Some(i) = self.claimed.iter().position(|&(c, _)| c == op.context) else {
+        let Some(i) = self
+            .queues
+            .claimed
+            .iter()
+            .position(|&(c, _)| c == op.context)
+        else {
             return self.fail_recv_op(op, CompError::NoMessage, false);
         };
-        let (_, id) = self.claimed.remove(i);
+        let (_, id) = self.queues.claimed.remove(i);
         if op.flags.discard {
             let info = self.ins.get(id).map_or(RecvInfo::default(), |r| RecvInfo {
                 tag: r.tag.unwrap_or(0),
@@ -278,9 +296,9 @@ impl<B: UserBuf> MsgLayer<B> {
     pub(crate) fn cancel_recv(&mut self, context: u64) -> bool {
         for tagged in [true, false] {
             let q = if tagged {
-                &self.posted_tagged
+                &self.queues.posted_tagged
             } else {
-                &self.posted_untagged
+                &self.queues.posted_untagged
             };
             let pos = q
                 .iter()

@@ -3,8 +3,23 @@
 //! Tagged and untagged matching (posted and unexpected queues), send-order
 //! matching per peer (`FI_ORDER_SAS`) although datagrams arrive in any order,
 //! segmentation and reassembly with placement by offset, truncation, cancel,
-//! peek/claim/discard, and completions; one-sided RMA and atomics (`rma.rs`,
-//! `rma_target.rs`, `atomic.rs`). Protocol: `PROTOCOL.md` §9 and §10.
+//! peek/claim/discard, rendezvous, and completions; one-sided RMA and
+//! atomics. Protocol: `PROTOCOL.md` §9 and §10. Where each mechanism lives
+//! (every file adds methods to `MsgLayer`; this one holds the state, the
+//! event dispatch and the getters):
+//!
+//! | file | what |
+//! |------|------|
+//! | `pump.rs` | `pump`: whose datagram goes next (round-robin over peers; control messages `Ctrl` first) |
+//! | `send.rs` | send queues, protocol choice, DATA segmentation, send completions |
+//! | `rndv.rs` | rendezvous, sender and receiver: RTS, CTS, RDATA, direct placement guesses, CTS failures |
+//! | `recv.rs` | incoming records, SAS hold-back, ABORT, placement by offset, receive completions |
+//! | `matching.rs` | posted and unexpected queues (`Queues`), tag matching, peek / claim / discard, multi-recv, cancel |
+//! | `peer.rs` | per-peer state, eager and message credit (`CreditPolicy`, CREDIT) |
+//! | `keepalive.rs` | keepalives to peers that operations wait on |
+//! | `token.rs` | the token each datagram carries through the SRD (`Token`) |
+//! | `rma.rs`, `rma_target.rs`, `atomic.rs` | one-sided operations: initiator, target, atomic op table and arithmetic |
+//! | `op.rs`, `completion.rs`, `slab.rs` | the operation and completion types, building completions, the slab |
 
 pub mod atomic;
 mod completion;
@@ -12,11 +27,14 @@ mod keepalive;
 mod matching;
 pub mod op;
 mod peer;
+mod pump;
 mod recv;
 mod rma;
 mod rma_target;
+mod rndv;
 mod send;
 mod slab;
+mod token;
 
 pub use op::{
     atomic_valid, AtomicCall, AtomicOp, AtomicType, CompError, CompKind, Completion, OpError,
@@ -29,7 +47,7 @@ use crate::hash::FastMap;
 
 use crate::buf::UserBuf;
 use crate::config::{Config, EpMode};
-use crate::dgram::{Datagrams, DgramEvent, FailReason, PeerId};
+use crate::dgram::{DgramEvent, FailReason, PeerId};
 use crate::wire::msg::HEADER_LEN;
 
 pub use rma::{RmaStats, MAX_RMA_INFLIGHT};
@@ -37,8 +55,9 @@ pub use rma::{RmaStats, MAX_RMA_INFLIGHT};
 use matching::RecvEntry;
 use peer::PeerState;
 use recv::InRec;
-use send::{OutMsg, TOKEN_ABORT, TOKEN_CTRL, TOKEN_CTS};
+use send::OutMsg;
 use slab::Slab;
+use token::Token;
 
 /// Largest RDM message, bytes (1 TiB: "unlimited" for MPI, safe in every offset sum).
 pub const MAX_RDM_MSG_BYTES: usize = 1 << 40;
@@ -87,12 +106,9 @@ pub struct MsgLayer<B: UserBuf> {
     mode: EpMode,
     eager_limit: usize,
     max_unexpected_bytes: usize,
-    init_credit_bytes: usize,
-    credit_batch_bytes: usize,
     max_unexpected_msgs: usize,
-    /// A sender's message credit towards us before any CREDIT (see `CREDIT_SHARES`).
-    init_credit_msgs: usize,
-    credit_batch_msgs: usize,
+    /// Credit we hand out and return (`peer.rs`).
+    credit: peer::CreditPolicy,
     /// Most operations initiated and not completed (`Config::max_tx_ops`).
     max_tx_ops: usize,
     /// Most receives posted and not completed (`Config::max_rx_ops`).
@@ -100,46 +116,29 @@ pub struct MsgLayer<B: UserBuf> {
     /// Last `max_payload` the datagram service reported, bytes.
     payload_max: usize,
     min_multi_recv: usize,
-    /// Rendezvous records matched to a receive and waiting for RDATA: while
-    /// any exist, the driver looks at each datagram's headers before receiving
-    /// it, to place RDATA straight into the receive buffer.
-    rndv_placing: usize,
     /// The payload being handled was placed already (`handle_payload_placed`).
     placed: bool,
-    /// The rendezvous record that received RDATA last: (record, peer, seq), and
-    /// the largest RDATA payload seen, bytes (see `guess_rdata`).
-    last_rdata: Option<(usize, PeerId, u32)>,
-    last_rdata_len: usize,
-    /// That piece began where the message's data so far ended.
-    last_rdata_in_order: bool,
     peers: Vec<PeerState>,
     /// Peers with something to send, round-robin.
     ready: VecDeque<PeerId>,
     blocked: Vec<PeerId>,
     outs: Slab<OutMsg<B>>,
-    /// Rendezvous sends by (peer, seq), for CTS lookup.
-    out_map: FastMap<(u32, u32), usize>,
     recvs: Slab<RecvEntry<B>>,
-    posted_tagged: VecDeque<usize>,
-    posted_untagged: VecDeque<usize>,
     ins: Slab<InRec>,
     /// Incoming records by (peer, seq): O(1) per segment.
     in_map: FastMap<(u32, u32), usize>,
-    unexp_tagged: VecDeque<usize>,
-    unexp_untagged: VecDeque<usize>,
-    /// Messages claimed by `FI_PEEK | FI_CLAIM`: (context, record).
-    claimed: Vec<(u64, usize)>,
+    /// Posted receives and unexpected messages, in order (`matching.rs`).
+    queues: matching::Queues,
     unexp_bytes: usize,
     peak_unexp_bytes: usize,
     /// Message records holding unexpected memory now (neither matched nor
     /// discarded: unexpected, held back for send order, or claimed).
     unexp_msgs: usize,
-    /// Some credit stayed owed because we held too much (`over_bound`): flush
-    /// it once we are below the bounds again.
-    credit_held_back: bool,
     bounce_pool: Vec<Vec<u8>>,
     comps: VecDeque<Completion<B>>,
     stats: MsgStats,
+    /// Rendezvous, both sides (`rndv.rs`).
+    rndv: rndv::Rndv,
     /// One-sided operations, both sides.
     rma: rma::RmaState<B>,
 }
@@ -154,42 +153,36 @@ impl<B: UserBuf> MsgLayer<B> {
             mode: cfg.mode,
             eager_limit: cfg.eager_limit,
             max_unexpected_bytes: cfg.max_unexpected_bytes,
-            init_credit_bytes: init_credit,
-            credit_batch_bytes: (init_credit / 4).max(1),
             max_unexpected_msgs: cfg.max_unexpected_msgs.max(1),
-            init_credit_msgs: init_msgs,
-            // Half the share: a message stream matched as it arrives (every
-            // ping-pong) costs one CREDIT per this many messages.
-            credit_batch_msgs: (init_msgs / 2).max(1),
+            credit: peer::CreditPolicy {
+                init_bytes: init_credit,
+                batch_bytes: (init_credit / 4).max(1),
+                init_msgs,
+                // Half the share: a message stream matched as it arrives (every
+                // ping-pong) costs one CREDIT per this many messages.
+                batch_msgs: (init_msgs / 2).max(1),
+                held_back: false,
+            },
             max_tx_ops: cfg.max_tx_ops.max(1),
             max_rx_ops: cfg.max_rx_ops.max(1),
-            rndv_placing: 0,
             placed: false,
-            last_rdata: None,
-            last_rdata_len: 0,
-            last_rdata_in_order: false,
             payload_max: cfg.max_datagram.saturating_sub(SRD_HEADER_RESERVE_BYTES),
             min_multi_recv: 0,
             peers: Vec::new(),
             ready: VecDeque::new(),
             blocked: Vec::new(),
             outs: Slab::new(),
-            out_map: FastMap::default(),
             recvs: Slab::new(),
-            posted_tagged: VecDeque::new(),
-            posted_untagged: VecDeque::new(),
             ins: Slab::new(),
             in_map: FastMap::default(),
-            unexp_tagged: VecDeque::new(),
-            unexp_untagged: VecDeque::new(),
-            claimed: Vec::new(),
+            queues: matching::Queues::default(),
             unexp_bytes: 0,
             peak_unexp_bytes: 0,
             unexp_msgs: 0,
-            credit_held_back: false,
             bounce_pool: Vec::new(),
             comps: VecDeque::new(),
             stats: MsgStats::default(),
+            rndv: rndv::Rndv::default(),
             rma: rma::RmaState::new(),
         }
     }
@@ -202,192 +195,42 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
-    /// `Again` while `max_tx_ops` operations are not completed.
-    pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
-        if op.buf.len() > self.max_msg_size() {
-            return Err(OpError::TooLarge);
-        }
-        if self.tx_room() == 0 {
-            return Err(OpError::Again);
-        }
-        self.enqueue_send(op);
-        Ok(())
-    }
-
-    /// Queue a one-sided operation (RMA write/read or atomic). It leaves through
-    /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
-    /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
-    /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
-    /// `Invalid` for an op/datatype pair `atomic_valid` refuses; `Again` while
-    /// `max_tx_ops` operations are not completed (they share the transmit queue
-    /// with sends).
-    pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
-        if self.tx_room() == 0 && self.mode == EpMode::Rdm {
-            return Err(OpError::Again);
-        }
-        self.rma_post(op)
-    }
-
-    /// Install the target-side resolver of remote keys (the domain's MR table).
-    /// Without one every arriving RMA request is refused with `RemoteAccess`.
-    pub fn set_rma_target(&mut self, target: Box<dyn crate::buf::RmaTarget<B>>) {
-        self.rma_set_target(target);
-    }
-
-    /// Largest element count one atomic of datatype `dt` may carry (operands and,
-    /// for compare ops, comparands in one datagram).
-    pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
-        self.rma_max_atomic_count(dt.size(), compare)
-    }
-
-    /// Post a receive; it may match an unexpected message at once. `Again` while
-    /// `max_rx_ops` receives are posted and not completed (a peek, which
-    /// completes at once, is always taken).
-    pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
-        let f = op.flags;
-        if (f.multi_recv && (f.peek || f.claim || op.tag.is_some()))
-            || (f.discard && !f.peek && !f.claim)
-        {
-            return Err(OpError::Invalid);
-        }
-        if !f.peek && self.rx_room() == 0 {
-            return Err(OpError::Again);
-        }
-        self.post_recv_impl(op);
-        Ok(())
-    }
-
     /// Cancel the posted receive (or queued send not yet started) with `context`;
     /// true if found (an `FI_ECANCELED` error completion follows).
     pub fn cancel(&mut self, context: u64) -> bool {
         self.cancel_recv(context) || self.cancel_send(context)
     }
 
-    /// A datagram payload delivered by the SRD layer from `peer`.
-    pub fn handle_payload(&mut self, peer: PeerId, payload: &[u8]) {
-        self.on_payload(peer, payload);
-    }
-
     /// Where the deferred body of a datagram lies: the send buffer and the byte offset
     /// in it, `None` if its message is gone (`Datagrams::send_with_body`).
     pub fn body(&self, peer: PeerId, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
-        if token & TOKEN_CTRL != 0 {
-            return self.rma_body(peer, token, key, len);
+        match Token::decode(token)? {
+            Token::Msg { slot, seq } => self.send_body(slot, seq, key, len),
+            Token::Rma { id } => self.rma_body(peer, id, key, len),
+            _ => None,
         }
-        self.body_of(token, key, len)
-    }
-
-    /// A datagram payload whose RDATA bytes are already in the receive buffer
-    /// (placed there by the driver at `rdata_target`'s direction): everything
-    /// but the copy. `payload` holds the message header; its length is the
-    /// payload's (bytes past the header are not read).
-    pub fn handle_payload_placed(&mut self, peer: PeerId, payload: &[u8]) {
-        self.placed = true;
-        self.on_payload(peer, payload);
-        self.placed = false;
     }
 
     /// Is some rendezvous receive waiting for data (worth placing directly)?
     pub fn expects_rdata(&self) -> bool {
         debug_assert_eq!(
-            self.rndv_placing,
+            self.rndv.placing,
             self.ins
                 .indices_where(|r| r.rndv && matches!(r.target, recv::Target::Recv { .. }))
                 .len(),
             "rendezvous records waiting for data miscounted"
         );
-        self.rndv_placing > 0
+        self.rndv.placing > 0
             || !self.rma.out_map.is_empty()
             || self.rma.target.writes_in_progress()
-    }
-
-    /// Where the payload of `payload` (message header first; the bytes after the
-    /// headers need not be there yet) from `peer` would be written, if it is bulk
-    /// data for a buffer already known: `None` = receive it normally.
-    /// (RDATA of a rendezvous message, READ_RESP of our RMA read, later WRITE
-    /// segments of a peer's RMA write into our registered memory.) With the
-    /// buffer, `f` gets the byte offset in it and how many bytes land there;
-    /// returns how many bytes of `payload` are headers (the payload proper
-    /// starts after them).
-    pub fn place_target(
-        &self,
-        peer: PeerId,
-        payload: &[u8],
-        f: &mut dyn FnMut(&B, usize, usize),
-    ) -> Option<usize> {
-        self.place_target_of(peer, payload, f)
-    }
-
-    /// Where the next RDATA datagram most likely goes, before its headers are
-    /// seen: `(peer, buffer, offset in the buffer, bytes)` = right after the
-    /// highest byte that arrived of the rendezvous message that received data
-    /// last, one datagram's worth; once that message has all its data, the
-    /// start of the peer's next one, if it is granted and nothing of it came
-    /// yet (what an in-order stream sends next; none unless the last piece
-    /// came in order). Those bytes of the buffer are still unwritten (nothing
-    /// beyond them arrived), so a driver may receive the next datagram's
-    /// payload there directly and check with `place_target` that it was this
-    /// piece (else it moves it).
-    pub fn guess_rdata(&self) -> Option<(PeerId, &B, usize, usize)> {
-        self.guess_rdata_nth(0)
-    }
-
-    /// The `k`-th datagram's place after the one `guess_rdata` names (`k` = 0:
-    /// that one), one datagram's worth each, within the same message (the
-    /// message `guess_rdata` names): what an in-order stream sends next,
-    /// `k + 1` datagrams ahead. None past that message's end. All of them
-    /// are still unwritten, so a driver may receive several datagrams at once
-    /// into their guessed places (see `Engine::guess_rdata_nth`).
-    pub fn guess_rdata_nth(&self, k: usize) -> Option<(PeerId, &B, usize, usize)> {
-        let (id, peer, seq) = self.last_rdata.filter(|_| self.last_rdata_in_order)?;
-        if self.last_rdata_len == 0 {
-            return None;
-        }
-        let skip = k.checked_mul(self.last_rdata_len)?;
-        // (receive id, base, end, highest byte arrived) of a matched rendezvous message.
-        let span = |id: usize, seq: u32| {
-            let rec = self
-                .ins
-                .get(id)
-                .filter(|r| r.rndv && r.seq == seq && r.peer == peer)?;
-            let recv::Target::Recv { id: rid, base, cap } = rec.target else {
-                return None;
-            };
-            Some((rid, base, rec.expect_bytes.min(cap), rec.rdata_hi_bytes))
-        };
-        let place = |(rid, base, end, hi): (usize, usize, usize, usize)| {
-            let at = hi.checked_add(skip).filter(|&a| a < end)?;
-            let e = self.recvs.get(rid)?;
-            let n = self.last_rdata_len.min(end - at);
-            (base + at + n <= e.op.buf.len()).then_some((peer, &e.op.buf, base + at, n))
-        };
-        match span(id, seq) {
-            // Data still to come: its k-th piece (None past its end).
-            Some(sp) if sp.3 < sp.2 => return place(sp),
-            Some(_) => {}
-            None if k > 0 => return None,
-            None => {}
-        }
-        // That message is done (or its data all came): the next one's start.
-        let next = seq.wrapping_add(1);
-        let &nid = self.in_map.get(&(peer.0, next))?;
-        let fresh = self.ins.get(nid).is_some_and(|r| {
-            r.arrived_bytes == 0 && r.expect_bytes != usize::MAX && r.expect_bytes > 0
-        });
-        if fresh {
-            span(nid, next).and_then(place)
-        } else {
-            None
-        }
     }
 
     /// An acknowledgement or failure report from the SRD layer.
     pub fn handle_event(&mut self, ev: DgramEvent) {
         match ev {
             DgramEvent::Acked { peer, token } => {
-                if token & TOKEN_CTRL == 0 {
-                    self.on_send_acked(peer, token);
+                if let Some(Token::Msg { slot, seq }) = Token::decode(token) {
+                    self.on_send_acked(peer, slot, seq);
                 }
             }
             DgramEvent::Failed {
@@ -395,51 +238,47 @@ impl<B: UserBuf> MsgLayer<B> {
                 token,
                 reason,
             } => {
+                let token = Token::decode(token);
                 // Failed = the peer is unreachable or restarted: its RMA state goes too.
-                self.rma_peer_lost(peer, Some((token, reason)));
-                if token & TOKEN_CTRL == 0 {
-                    self.on_send_failed(peer, token, reason);
-                } else if token & TOKEN_CTS != 0 {
-                    self.on_cts_failed(peer, token, reason);
-                } else if token & keepalive::TOKEN_KEEPALIVE != 0 {
-                    self.on_keepalive_failed(peer, reason);
-                } else if token & peer::TOKEN_CREDIT != 0 && reason == FailReason::Unreachable {
-                    // Credit lost with it would hold the peer's later messages
-                    // back for good: send it again (a few times, as an ABORT).
-                    let tries = ((token >> 32) as u8).saturating_add(1);
-                    if tries < MAX_ABORT_TRIES {
-                        let bytes = token & 0xFFFF_FFFF;
-                        self.push_ctrl(peer, peer::Ctrl::Credit { bytes, tries });
+                self.rma_peer_lost(peer, Some(reason), token);
+                let retry = reason == FailReason::Unreachable;
+                match token {
+                    Some(Token::Msg { slot, seq }) => self.on_send_failed(peer, slot, seq, reason),
+                    Some(Token::Cts {
+                        seq,
+                        tries,
+                        zero_grant,
+                    }) => self.on_cts_failed(peer, seq, tries, zero_grant, reason),
+                    Some(Token::Keepalive) => self.on_keepalive_failed(peer, reason),
+                    Some(Token::Credit { bytes, tries }) if retry => {
+                        // Credit lost with it would hold the peer's later messages
+                        // back for good: send it again (a few times, as an ABORT).
+                        let tries = tries.saturating_add(1);
+                        if tries < MAX_ABORT_TRIES {
+                            let bytes = bytes as u64;
+                            self.push_ctrl(peer, pump::Ctrl::Credit { bytes, tries });
+                        }
                     }
-                } else if token & TOKEN_ABORT != 0 && reason == FailReason::Unreachable {
-                    // The peer must learn of the abort or it waits for that message
-                    // forever; the SRD keeps the peer after an unreachable episode, so
-                    // try again a few times (each try takes one unreachable timeout).
-                    let tries = ((token >> 32) as u8).saturating_add(1);
-                    if tries < MAX_ABORT_TRIES {
-                        self.push_ctrl(
-                            peer,
-                            peer::Ctrl::Abort {
-                                seq: token as u32,
-                                tries,
-                            },
-                        );
+                    Some(Token::Abort { seq, tries }) if retry => {
+                        // The peer must learn of the abort or it waits for that message
+                        // forever; the SRD keeps the peer after an unreachable episode, so
+                        // try again a few times (each try takes one unreachable timeout).
+                        let tries = tries.saturating_add(1);
+                        if tries < MAX_ABORT_TRIES {
+                            self.push_ctrl(peer, pump::Ctrl::Abort { seq, tries });
+                        }
                     }
+                    _ => {}
                 }
             }
             DgramEvent::PeerRestarted { peer } => {
-                self.rma_peer_lost(peer, None);
+                self.rma_peer_lost(peer, None, None);
                 self.reset_peer_sends(peer);
                 if self.mode == EpMode::Rdm {
                     self.reset_peer_recvs(peer);
                 }
             }
         }
-    }
-
-    /// Push queued message segments (and control messages) into `dg` while it has room.
-    pub fn pump(&mut self, dg: &mut dyn Datagrams) {
-        self.pump_impl(dg);
     }
 
     /// The next finished operation.

@@ -2,30 +2,28 @@
 
 use std::collections::VecDeque;
 
+use super::pump::Ctrl;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
 use crate::dgram::PeerId;
 
-/// Token bit (with `TOKEN_CTRL`) marking a CREDIT; its try count is in bits
-/// 32..40 and the bytes it returned (up to 2^32 - 1) in bits 0..32, so that a
-/// lost one can be sent again.
-pub(crate) const TOKEN_CREDIT: u64 = 1 << 56;
-
-/// A control message waiting to go to a peer (sent before data, header only).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Ctrl {
-    /// Rendezvous clear-to-send for the peer's message `seq`: send `grant` bytes.
-    Cts { seq: u32, grant: u64, tries: u8 },
-    /// Return `bytes` of eager credit, and announce how many of the peer's
-    /// messages we have credited in all (`PeerState::credited_msgs`, read when
-    /// it leaves). `tries` counts earlier sends of it that failed.
-    Credit { bytes: u64, tries: u8 },
-    /// Our message `seq` failed: the peer must stop waiting for it. `tries` counts
-    /// earlier attempts that failed too.
-    Abort { seq: u32, tries: u8 },
-    /// Are you there? (an empty CREDIT; see `keepalive.rs`).
-    Keepalive,
+/// How much credit senders get and how it comes back (from the config).
+pub(crate) struct CreditPolicy {
+    /// A sender's eager credit towards us before any CREDIT, bytes
+    /// (`max_unexpected_bytes / CREDIT_SHARES`).
+    pub init_bytes: usize,
+    /// Eager credit is returned in batches of this many bytes (a quarter of
+    /// `init_bytes`).
+    pub batch_bytes: usize,
+    /// A sender's message credit towards us before any CREDIT, messages
+    /// (`max_unexpected_msgs / CREDIT_SHARES`).
+    pub init_msgs: usize,
+    /// Message credit is returned in batches of this many messages.
+    pub batch_msgs: usize,
+    /// Some credit stayed owed because we held too much (`over_bound`): flush
+    /// it once we are below the bounds again.
+    pub held_back: bool,
 }
 
 /// What this endpoint knows about one peer.
@@ -95,7 +93,7 @@ impl<B: UserBuf> MsgLayer<B> {
     pub(crate) fn peer_mut(&mut self, peer: PeerId) -> &mut PeerState {
         let i = peer.0 as usize;
         if self.peers.len() <= i {
-            let (c, m) = (self.init_credit_bytes, self.init_credit_msgs);
+            let (c, m) = (self.credit.init_bytes, self.credit.init_msgs);
             self.peers.resize_with(i + 1, || PeerState::new(c, m));
         }
         &mut self.peers[i]
@@ -132,10 +130,10 @@ impl<B: UserBuf> MsgLayer<B> {
                 // Past a bound (more senders than CREDIT_SHARES flooding us at
                 // once): no sender gets credit back until the application has
                 // taken messages off; they wait, nothing is dropped.
-                if !self.credit_held_back {
+                if !self.credit.held_back {
                     self.stats.credit_withheld += 1;
                 }
-                self.credit_held_back = true;
+                self.credit.held_back = true;
                 return;
             }
             self.flush_credit(peer, false);
@@ -165,9 +163,9 @@ impl<B: UserBuf> MsgLayer<B> {
     /// would take to reach one), or any amount with `all`.
     fn flush_credit(&mut self, peer: PeerId, all: bool) {
         let (bb, bm, share) = (
-            self.credit_batch_bytes,
-            self.credit_batch_msgs,
-            self.init_credit_msgs,
+            self.credit.batch_bytes,
+            self.credit.batch_msgs,
+            self.credit.init_msgs,
         );
         let st = self.peer_mut(peer);
         let owed = st.credit_owed_bytes + st.credit_owed_msgs > 0;
@@ -193,17 +191,18 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Back under the bounds after credit was held back: every peer gets what
     /// it is owed (rare: only with more senders flooding than `CREDIT_SHARES`).
     pub(crate) fn release_held_credit(&mut self) {
-        if !self.credit_held_back || self.over_bound() {
+        if !self.credit.held_back || self.over_bound() {
             return;
         }
-        self.credit_held_back = false;
+        self.credit.held_back = false;
         for i in 0..self.peers.len() {
             self.flush_credit(PeerId(i as u32), true);
         }
     }
 
     /// A CREDIT from `peer`: `bytes` of eager credit back, and `credited` of
-    /// our messages credited in all.
+    /// our messages credited in all. (A keepalive is a CREDIT of 0 bytes and
+    /// lands here too: see `keepalive.rs`.)
     pub(crate) fn on_credit(&mut self, peer: PeerId, bytes: usize, credited: u32) {
         let st = self.peer_mut(peer);
         st.send_credit_bytes = st.send_credit_bytes.saturating_add(bytes);

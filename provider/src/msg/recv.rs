@@ -3,10 +3,9 @@
 
 use super::completion::RecvInfo;
 use super::op::CompError;
-use super::peer::Ctrl;
 use super::MsgLayer;
 use crate::buf::UserBuf;
-use crate::dgram::{FailReason, PeerId};
+use crate::dgram::PeerId;
 use crate::wire::msg::{MsgType, Packet, Repr, HEADER_LEN};
 
 /// Where an incoming message's bytes go.
@@ -56,8 +55,8 @@ pub(crate) struct InRec {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// A datagram payload from `peer`.
-    pub(crate) fn on_payload(&mut self, peer: PeerId, payload: &[u8]) {
+    /// A datagram payload delivered by the SRD layer from `peer`.
+    pub fn handle_payload(&mut self, peer: PeerId, payload: &[u8]) {
         let pkt = match Packet::new_checked(payload) {
             Ok(p) => p,
             Err(_) => {
@@ -88,22 +87,22 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         match repr.ty {
             MsgType::Data | MsgType::Rts => self.on_msg_segment(peer, &repr, total, off, data),
-            MsgType::RData => match self.in_map.get(&(peer.0, repr.seq)) {
-                Some(&id)
-                    if self
-                        .ins
-                        .get(id)
-                        .is_some_and(|r| r.rndv && r.target != Target::None) =>
-                {
-                    self.place(id, off, data)
-                }
-                _ => self.stats.stray += 1,
-            },
+            MsgType::RData => self.on_rdata(peer, &repr, off, data),
             MsgType::Cts => self.on_cts(peer, repr.seq, repr.total),
             MsgType::Abort => self.on_abort(peer, repr.seq),
             MsgType::Credit => self.on_credit(peer, total, repr.seq),
             _ => self.rma_on_payload(peer, &repr, data),
         }
+    }
+
+    /// A datagram payload whose RDATA bytes are already in the receive buffer
+    /// (placed there by the driver at `place_target`'s direction): everything
+    /// but the copy. `payload` holds the message header; its length is the
+    /// payload's (bytes past the header are not read).
+    pub fn handle_payload_placed(&mut self, peer: PeerId, payload: &[u8]) {
+        self.placed = true;
+        self.handle_payload(peer, payload);
+        self.placed = false;
     }
 
     /// A DATA segment or RTS: start or continue the record of message (peer, seq).
@@ -373,18 +372,20 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         rec.arrived_bytes = rec.arrived_bytes.saturating_add(data.len());
         if rec.rndv {
-            // Guess only while pieces come in order (a reordering network
-            // would make most guesses wrong, each costing two copies).
-            self.last_rdata_in_order = off == rec.rdata_hi_bytes;
-            rec.rdata_hi_bytes = rec.rdata_hi_bytes.max(off.saturating_add(data.len()));
-            self.last_rdata = Some((id, rec.peer, rec.seq));
-            self.last_rdata_len = self.last_rdata_len.max(data.len());
+            self.note_rdata(id, off, data.len());
         }
         self.check_done(id);
     }
 
-    /// See `MsgLayer::place_target`.
-    pub(crate) fn place_target_of(
+    /// Where the payload of `payload` (message header first; the bytes after the
+    /// headers need not be there yet) from `peer` would be written, if it is bulk
+    /// data for a buffer already known: `None` = receive it normally.
+    /// (RDATA of a rendezvous message, READ_RESP of our RMA read, later WRITE
+    /// segments of a peer's RMA write into our registered memory.) With the
+    /// buffer, `f` gets the byte offset in it and how many bytes land there;
+    /// returns how many bytes of `payload` are headers (the payload proper
+    /// starts after them).
+    pub fn place_target(
         &self,
         peer: PeerId,
         payload: &[u8],
@@ -398,7 +399,7 @@ impl<B: UserBuf> MsgLayer<B> {
         let len = payload.len().checked_sub(HEADER_LEN)?;
         match repr.ty {
             MsgType::RData => {
-                let (b, at, n) = self.rdata_target_of(peer, &repr, len)?;
+                let (b, at, n) = self.rdata_target(peer, &repr, len)?;
                 f(b, at, n);
                 Some(HEADER_LEN)
             }
@@ -411,22 +412,6 @@ impl<B: UserBuf> MsgLayer<B> {
             }
             _ => None,
         }
-    }
-
-    /// The receive buffer, offset and byte count for `len` RDATA bytes of `repr`.
-    fn rdata_target_of(&self, peer: PeerId, repr: &Repr, len: usize) -> Option<(&B, usize, usize)> {
-        let id = *self.in_map.get(&(peer.0, repr.seq))?;
-        let rec = self.ins.get(id).filter(|r| r.rndv)?;
-        let Target::Recv { id: rid, base, cap } = rec.target else {
-            return None;
-        };
-        let off = usize::try_from(repr.offset).ok()?;
-        if off >= cap || len == 0 {
-            return None;
-        }
-        let e = self.recvs.get(rid)?;
-        let n = len.min(cap - off);
-        (base + off + n <= e.op.buf.len()).then_some((&e.op.buf, base + off, n))
     }
 
     /// Finish record `id` when it is matched and all its bytes arrived.
@@ -448,17 +433,15 @@ impl<B: UserBuf> MsgLayer<B> {
         // or restarted (its new incarnation starts with fresh credit).
         let _ = self.settle(id);
         let mut rec = self.ins.remove(id)?;
-        if rec.rndv && matches!(rec.target, Target::Recv { .. }) {
-            self.rndv_placing -= 1;
-        }
+        self.rndv_unbound(rec.rndv, rec.target);
         let key = (rec.peer.0, rec.seq);
         if rec.in_map && self.in_map.get(&key) == Some(&id) {
             self.in_map.remove(&key);
         }
         if rec.ready && rec.target == Target::None {
-            self.unexp_tagged.retain(|&x| x != id);
-            self.unexp_untagged.retain(|&x| x != id);
-            self.claimed.retain(|&(_, x)| x != id);
+            self.queues.unexp_tagged.retain(|&x| x != id);
+            self.queues.unexp_untagged.retain(|&x| x != id);
+            self.queues.claimed.retain(|&(_, x)| x != id);
         }
         if let Some(b) = rec.bounce.take() {
             self.free_bounce(b);
@@ -538,44 +521,13 @@ impl<B: UserBuf> MsgLayer<B> {
         self.peer_mut(p).next_match_seq = 0;
     }
 
-    /// Our CTS for (peer, seq) failed: that message will never arrive.
-    /// (`token`: the CTS's; retried a few times while the SRD still keeps the peer.)
-    pub(crate) fn on_cts_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
-        let seq = token as u32;
-        let tries = ((token >> 32) as u8).saturating_add(1);
-        let retry = reason == FailReason::Unreachable && tries < super::MAX_ABORT_TRIES;
-        let rec = self.in_map.get(&(peer.0, seq)).copied();
-        match rec {
-            Some(id) if retry => {
-                let grant = self.ins.get(id).map_or(0, |r| r.expect_bytes) as u64;
-                self.push_ctrl(peer, Ctrl::Cts { seq, grant, tries });
-            }
-            Some(id) => self.fail_rec(id),
-            // A discarded message's record is gone; the sender still needs its CTS(0).
-            None if retry && token & super::send::TOKEN_ZERO_GRANT != 0 => {
-                self.push_ctrl(
-                    peer,
-                    Ctrl::Cts {
-                        seq,
-                        grant: 0,
-                        tries,
-                    },
-                );
-            }
-            None => {}
-        }
-    }
-
     /// Stop wanting the message of record `id`: drop its data, tell a rendezvous sender.
     pub(crate) fn discard_rec(&mut self, id: usize) {
         let Some(rec) = self.ins.get_mut(id) else {
             return;
         };
-        if rec.rndv && matches!(rec.target, Target::Recv { .. }) {
-            self.rndv_placing -= 1;
-        }
+        let (peer, seq, rndv, was) = (rec.peer, rec.seq, rec.rndv, rec.target);
         rec.target = Target::Discard;
-        let (peer, seq, rndv) = (rec.peer, rec.seq, rec.rndv);
         if rndv {
             rec.expect_bytes = 0;
         }
@@ -584,15 +536,9 @@ impl<B: UserBuf> MsgLayer<B> {
         if let Some(b) = bounce {
             self.free_bounce(b);
         }
+        self.rndv_unbound(rndv, was);
         if rndv {
-            self.push_ctrl(
-                peer,
-                Ctrl::Cts {
-                    seq,
-                    grant: 0,
-                    tries: 0,
-                },
-            );
+            self.refuse_cts(peer, seq);
         }
         self.owe_credit(peer, bytes, msgs);
         self.check_done(id);

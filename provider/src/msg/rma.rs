@@ -8,10 +8,11 @@ use crate::hash::FastMap;
 
 use super::atomic::{op_code, op_has_operands, type_code};
 use super::op::{
-    atomic_valid, AtomicCall, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
+    atomic_valid, AtomicCall, AtomicType, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
 };
+use super::pump::{Step, DEFER_MIN_BYTES};
 use super::rma_target::{Reply, TargetState};
-use super::send::Step;
+use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
@@ -21,15 +22,15 @@ use crate::wire::msg::{
     RMA_SUB_LEN,
 };
 
-/// Token bit (with `TOKEN_CTRL`) marking an RMA datagram; the low 32 bits are the op id.
-pub(crate) const TOKEN_RMA: u64 = 1 << 60;
-/// Token bit (with `TOKEN_RMA`) marking a target-side reply (READ_RESP, ATOMIC_RESP, ...).
-pub(crate) const TOKEN_RMA_REPLY: u64 = 1 << 59;
-/// Token bit (with `TOKEN_RMA`) marking an RMA_ABORT; its try count is in bits 32..40.
-pub(crate) const TOKEN_RMA_ABORT: u64 = 1 << 58;
 /// Most RMA ops one initiator keeps started (sent, reply not yet back) towards one peer;
 /// later ones wait in the queue. Bounds the target's per-peer state too.
 pub const MAX_RMA_INFLIGHT: u32 = 4096;
+
+// The target keeps room for twice what an honest initiator starts (PROTOCOL.md §10).
+const _: () = assert!(
+    super::rma_target::MAX_WRITES_IN_PER_PEER == 2 * MAX_RMA_INFLIGHT
+        && super::rma_target::MAX_READS_PER_PEER == 2 * MAX_RMA_INFLIGHT as usize
+);
 
 /// Counters of the RMA engine (diagnostics).
 #[derive(Clone, Debug, Default)]
@@ -118,20 +119,26 @@ impl<B> RmaState<B> {
     }
 }
 
-/// Token of an RMA datagram of ours for op `id`.
-fn token(id: u32) -> u64 {
-    super::send::TOKEN_CTRL | TOKEN_RMA | id as u64
-}
-
 impl<B: UserBuf> MsgLayer<B> {
-    /// Largest atomic element count of `dt` one datagram carries (`compare`: comparands too).
-    pub(crate) fn rma_max_atomic_count(&self, size: usize, compare: bool) -> usize {
+    /// Largest element count one atomic of datatype `dt` may carry (operands and,
+    /// for compare ops, comparands in one datagram).
+    pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
+        let size = dt.size();
         let room = self.payload_max.saturating_sub(HEADER_LEN + ATOMIC_SUB_LEN);
         (room / (size.max(1) * if compare { 2 } else { 1 })).min(u32::MAX as usize)
     }
 
-    /// Validate and queue a one-sided op.
-    pub(crate) fn rma_post(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+    /// Queue a one-sided operation (RMA write/read or atomic). It leaves through
+    /// `pump`; its completion (kind `Write`, `Read` or `Atomic`) comes from
+    /// `poll_completion`. `TooLarge` for an atomic whose operands do not fit one
+    /// datagram (see `max_atomic_count`) or a write/read over `max_msg_size`;
+    /// `Invalid` for an op/datatype pair `atomic_valid` refuses (and in DGRAM
+    /// mode); `Again` while `max_tx_ops` operations are not completed (they
+    /// share the transmit queue with sends).
+    pub fn post_rma(&mut self, op: RmaOp<B>) -> Result<(), OpError> {
+        if self.tx_room() == 0 && self.mode == EpMode::Rdm {
+            return Err(OpError::Again);
+        }
         if self.mode != EpMode::Rdm {
             return Err(OpError::Invalid);
         }
@@ -166,7 +173,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 if result.is_some_and(|r| r < len) || compare.is_some_and(|c| c < len) {
                     return Err(OpError::Invalid);
                 }
-                if len / size > self.rma_max_atomic_count(size, call == AtomicCall::Compare) {
+                if len / size > self.max_atomic_count(dt, call == AtomicCall::Compare) {
                     return Err(OpError::TooLarge);
                 }
             }
@@ -216,130 +223,20 @@ impl<B: UserBuf> MsgLayer<B> {
             return Step::Idle;
         };
         let payload_max = self.payload_max;
-        let Some(m) = self.rma.outs.get(slot) else {
+        let Some(started) = self.rma.outs.get(slot).map(|m| m.started) else {
             self.peer_mut(p).rma.queue.pop_front();
             return Step::Idle;
         };
-        if !m.started {
-            let st = &mut self.peer_mut(p).rma;
-            let id = st.next_id;
-            st.next_id = id.wrapping_add(1);
-            st.started += 1;
-            self.rma.out_map.insert((p.0, id), slot);
-            self.rma.stats.live_ops += 1;
-            if let Some(m) = self.rma.outs.get_mut(slot) {
-                m.started = true;
-                m.id = id;
-            }
+        if !started {
+            self.start_op(p, slot);
         }
         let Some(m) = self.rma.outs.get(slot) else {
             return Step::Idle;
         };
-        let mut repr = Repr {
-            ty: MsgType::Write,
-            seq: m.id,
-            total: m.len as u64,
-            offset: 0,
-            tag: None,
-            data: None,
-        };
-        let (key, addr, off) = (m.op.key, m.op.addr, m.next_off);
-        let buf = &m.op.buf;
         let r = match &m.op.kind {
-            RmaKind::Write { data } => {
-                let room = payload_max.saturating_sub(HEADER_LEN + RMA_SUB_LEN);
-                let n = room.min(m.len - off);
-                if room == 0 {
-                    Err(SendError::TooLarge)
-                } else {
-                    repr.offset = off as u64;
-                    repr.data = *data;
-                    let head = HEADER_LEN + RMA_SUB_LEN;
-                    if n >= super::send::DEFER_MIN_BYTES && dg.supports_body() {
-                        // Straight from the application's buffer, which stays
-                        // valid until the target's WRITE_DONE, i.e. until every
-                        // byte arrived (a resend after that finds the op gone and
-                        // carries zeros the target drops as a duplicate).
-                        dg.send_with_body(
-                            p,
-                            token(m.id),
-                            head,
-                            &mut |b: &mut [u8]| {
-                                if repr.emit_into(b) {
-                                    (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
-                                }
-                            },
-                            Deferred {
-                                key: off as u64,
-                                len: n,
-                                ack_at_once: true,
-                            },
-                        )
-                        .map(|()| n)
-                    } else {
-                        dg.send(p, token(m.id), head + n, &mut |b: &mut [u8]| {
-                            if repr.emit_into(b)
-                                && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..])
-                            {
-                                if let Some(dst) = b.get_mut(head..) {
-                                    buf.read_at(off, dst);
-                                }
-                            }
-                        })
-                        .map(|()| n)
-                    }
-                }
-            }
-            RmaKind::Read => {
-                repr.ty = MsgType::ReadReq;
-                let len = HEADER_LEN + RMA_SUB_LEN;
-                dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
-                    if repr.emit_into(b) {
-                        (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
-                    }
-                })
-                .map(|()| 0)
-            }
-            RmaKind::Atomic { op, dt }
-            | RmaKind::FetchAtomic { op, dt, .. }
-            | RmaKind::CompareAtomic { op, dt, .. } => {
-                let (fetch, compare) = match &m.op.kind {
-                    RmaKind::FetchAtomic { .. } => (ATOMIC_FETCH, None),
-                    RmaKind::CompareAtomic { compare, .. } => {
-                        (ATOMIC_FETCH | ATOMIC_COMPARE, Some(compare))
-                    }
-                    _ => (0, None),
-                };
-                let opnd = if op_has_operands(*op) { m.len } else { 0 };
-                let bytes = opnd + compare.map_or(0, |_| m.len);
-                let sub = AtomicSub {
-                    key,
-                    addr,
-                    op: op_code(*op),
-                    dt: type_code(*dt),
-                    flags: fetch,
-                    count: (m.len / dt.size()) as u32,
-                };
-                repr.ty = MsgType::Atomic;
-                repr.total = bytes as u64;
-                let len = HEADER_LEN + ATOMIC_SUB_LEN + bytes;
-                if len > payload_max {
-                    Err(SendError::TooLarge)
-                } else {
-                    dg.send(p, token(m.id), len, &mut |b: &mut [u8]| {
-                        if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
-                            let at = HEADER_LEN + ATOMIC_SUB_LEN;
-                            if let Some(dst) = b.get_mut(at..at + opnd) {
-                                buf.read_at(0, dst);
-                            }
-                            if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
-                                c.read_at(0, dst);
-                            }
-                        }
-                    })
-                    .map(|()| 0)
-                }
-            }
+            RmaKind::Write { data } => send_write_segment(dg, p, m, *data, payload_max),
+            RmaKind::Read => send_read_req(dg, p, m),
+            _ => send_atomic(dg, p, m, payload_max),
         };
         match r {
             Ok(n) => {
@@ -361,6 +258,20 @@ impl<B: UserBuf> MsgLayer<B> {
                 self.rma_finish(slot, Some(CompError::PeerUnreachable));
                 Step::Sent
             }
+        }
+    }
+
+    /// Give our op in `slot` (the front of `p`'s RMA queue) its id.
+    fn start_op(&mut self, p: PeerId, slot: usize) {
+        let st = &mut self.peer_mut(p).rma;
+        let id = st.next_id;
+        st.next_id = id.wrapping_add(1);
+        st.started += 1;
+        self.rma.out_map.insert((p.0, id), slot);
+        self.rma.stats.live_ops += 1;
+        if let Some(m) = self.rma.outs.get_mut(slot) {
+            m.started = true;
+            m.id = id;
         }
     }
 
@@ -417,18 +328,15 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// The buffer and offset of the deferred body `key` (a byte offset) of the RMA
-    /// datagram `token` to `peer`: a WRITE segment's source bytes.
+    /// datagram of op `id` to `peer`: a WRITE segment's source bytes.
     pub(crate) fn rma_body(
         &self,
         peer: PeerId,
-        token: u64,
+        id: u32,
         key: u64,
         len: usize,
     ) -> Option<(&B, usize)> {
-        if token & TOKEN_RMA == 0 || token & (TOKEN_RMA_REPLY | TOKEN_RMA_ABORT) != 0 {
-            return None;
-        }
-        let slot = *self.rma.out_map.get(&(peer.0, token as u32))?;
+        let slot = *self.rma.out_map.get(&(peer.0, id))?;
         let m = self.rma.outs.get(slot)?;
         if !matches!(m.op.kind, RmaKind::Write { .. }) {
             return None;
@@ -515,20 +423,23 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// `peer` failed (an SRD `Failed` report for datagram `token`, any datagram) or
-    /// restarted (`None`): its target-side state is dropped and every started op towards
+    /// `peer` failed (an SRD `Failed` report with `reason` for datagram `token`, any
+    /// datagram) or restarted (`reason` `None`): its target-side state is dropped and every started op towards
     /// it fails `PeerUnreachable`. If the peer may live on (`Unreachable`), each failed
     /// write gets an RMA_ABORT so the target frees its byte counter (a failed abort is
     /// sent again, up to `MAX_ABORT_TRIES` sends).
-    pub(crate) fn rma_peer_lost(&mut self, peer: PeerId, failed: Option<(u64, FailReason)>) {
-        let alive = matches!(failed, Some((_, FailReason::Unreachable)));
+    pub(crate) fn rma_peer_lost(
+        &mut self,
+        peer: PeerId,
+        reason: Option<FailReason>,
+        token: Option<Token>,
+    ) {
+        let alive = reason == Some(FailReason::Unreachable);
         // The aborts queued by an earlier report of this batch must survive.
         self.rma_drop_target_state(peer, alive);
-        if let Some((token, FailReason::Unreachable)) = failed {
-            let rma_abort = TOKEN_RMA | TOKEN_RMA_ABORT;
-            let tries = ((token >> 32) as u8).saturating_add(1);
-            if token & rma_abort == rma_abort && tries < super::MAX_ABORT_TRIES {
-                let id = token as u32;
+        if let (true, Some(Token::RmaAbort { id, tries })) = (alive, token) {
+            let tries = tries.saturating_add(1);
+            if tries < super::MAX_ABORT_TRIES {
                 self.peer_mut(peer)
                     .rma
                     .replies
@@ -558,4 +469,134 @@ impl<B: UserBuf> MsgLayer<B> {
             self.rma_finish(slot, Some(CompError::PeerUnreachable));
         }
     }
+}
+
+/// The header of op `m`'s datagram of type `ty` (offset 0, no CQ data).
+fn op_header<B: UserBuf>(m: &RmaOut<B>, ty: MsgType, total: u64) -> Repr {
+    Repr {
+        ty,
+        seq: m.id,
+        total,
+        offset: 0,
+        tag: None,
+        data: None,
+    }
+}
+
+/// Hand down the next WRITE segment of write `m` (`data`: its CQ data);
+/// returns the bytes it carried.
+fn send_write_segment<B: UserBuf>(
+    dg: &mut dyn Datagrams,
+    p: PeerId,
+    m: &RmaOut<B>,
+    data: Option<u64>,
+    payload_max: usize,
+) -> Result<usize, SendError> {
+    let (key, addr, off, buf) = (m.op.key, m.op.addr, m.next_off, &m.op.buf);
+    let room = payload_max.saturating_sub(HEADER_LEN + RMA_SUB_LEN);
+    if room == 0 {
+        return Err(SendError::TooLarge);
+    }
+    let n = room.min(m.len - off);
+    let repr = Repr {
+        offset: off as u64,
+        data,
+        ..op_header(m, MsgType::Write, m.len as u64)
+    };
+    let token = Token::Rma { id: m.id }.encode();
+    let head = HEADER_LEN + RMA_SUB_LEN;
+    if n >= DEFER_MIN_BYTES && dg.supports_body() {
+        // Straight from the application's buffer, which stays valid until
+        // the target's WRITE_DONE, i.e. until every byte arrived (a resend
+        // after that finds the op gone and carries zeros the target drops
+        // as a duplicate).
+        dg.send_with_body(
+            p,
+            token,
+            head,
+            &mut |b: &mut [u8]| {
+                if repr.emit_into(b) {
+                    (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+                }
+            },
+            Deferred {
+                key: off as u64,
+                len: n,
+                ack_at_once: true,
+            },
+        )
+    } else {
+        dg.send(p, token, head + n, &mut |b: &mut [u8]| {
+            if repr.emit_into(b) && (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]) {
+                if let Some(dst) = b.get_mut(head..) {
+                    buf.read_at(off, dst);
+                }
+            }
+        })
+    }
+    .map(|()| n)
+}
+
+/// Hand down read `m`'s READ_REQ; returns 0 (no bytes of the op carried).
+fn send_read_req<B: UserBuf>(
+    dg: &mut dyn Datagrams,
+    p: PeerId,
+    m: &RmaOut<B>,
+) -> Result<usize, SendError> {
+    let (key, addr) = (m.op.key, m.op.addr);
+    let repr = op_header(m, MsgType::ReadReq, m.len as u64);
+    let token = Token::Rma { id: m.id }.encode();
+    dg.send(p, token, HEADER_LEN + RMA_SUB_LEN, &mut |b: &mut [u8]| {
+        if repr.emit_into(b) {
+            (RmaSub { key, addr }).emit(&mut b[HEADER_LEN..]);
+        }
+    })
+    .map(|()| 0)
+}
+
+/// Hand down atomic `m`'s one ATOMIC datagram (operands, then comparands);
+/// returns 0.
+fn send_atomic<B: UserBuf>(
+    dg: &mut dyn Datagrams,
+    p: PeerId,
+    m: &RmaOut<B>,
+    payload_max: usize,
+) -> Result<usize, SendError> {
+    let (op, dt, flags, compare) = match &m.op.kind {
+        RmaKind::Atomic { op, dt } => (*op, *dt, 0, None),
+        RmaKind::FetchAtomic { op, dt, .. } => (*op, *dt, ATOMIC_FETCH, None),
+        RmaKind::CompareAtomic {
+            op, dt, compare, ..
+        } => (*op, *dt, ATOMIC_FETCH | ATOMIC_COMPARE, Some(compare)),
+        RmaKind::Write { .. } | RmaKind::Read => return Err(SendError::TooLarge),
+    };
+    let opnd = if op_has_operands(op) { m.len } else { 0 };
+    let bytes = opnd + compare.map_or(0, |_| m.len);
+    let sub = AtomicSub {
+        key: m.op.key,
+        addr: m.op.addr,
+        op: op_code(op),
+        dt: type_code(dt),
+        flags,
+        count: (m.len / dt.size()) as u32,
+    };
+    let repr = op_header(m, MsgType::Atomic, bytes as u64);
+    let len = HEADER_LEN + ATOMIC_SUB_LEN + bytes;
+    if len > payload_max {
+        return Err(SendError::TooLarge);
+    }
+    let buf = &m.op.buf;
+    let token = Token::Rma { id: m.id }.encode();
+    dg.send(p, token, len, &mut |b: &mut [u8]| {
+        if repr.emit_into(b) && sub.emit(&mut b[HEADER_LEN..]) {
+            let at = HEADER_LEN + ATOMIC_SUB_LEN;
+            if let Some(dst) = b.get_mut(at..at + opnd) {
+                buf.read_at(0, dst);
+            }
+            if let (Some(c), Some(dst)) = (compare, b.get_mut(at + opnd..)) {
+                c.read_at(0, dst);
+            }
+        }
+    })
+    .map(|()| 0)
 }

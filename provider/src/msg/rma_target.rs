@@ -6,8 +6,8 @@ use crate::hash::FastMap;
 
 use super::atomic::{apply, call_of, op_from_code, op_has_operands, type_from_code};
 use super::op::{atomic_valid, AtomicCall, CompKind, Completion};
-use super::rma::{TOKEN_RMA, TOKEN_RMA_ABORT, TOKEN_RMA_REPLY};
-use super::send::Step;
+use super::pump::Step;
+use super::token::Token;
 use super::MsgLayer;
 use crate::buf::{RmaAccess, RmaTarget, UserBuf};
 use crate::dgram::{Datagrams, PeerId, SendError};
@@ -16,10 +16,11 @@ use crate::wire::msg::{
 };
 
 /// Most write byte counters a target holds for one peer (an honest initiator has at
-/// most `MAX_RMA_INFLIGHT` ops started; this bounds what a hostile one can pin).
-const MAX_WRITES_IN_PER_PEER: u32 = 2 * super::rma::MAX_RMA_INFLIGHT;
-/// Most reads a target streams (or queues) for one peer at once.
-const MAX_READS_PER_PEER: usize = 2 * super::rma::MAX_RMA_INFLIGHT as usize;
+/// most `MAX_RMA_INFLIGHT` ops started, half this; this bounds what a hostile one
+/// can pin). `rma.rs` checks the ratio at compile time.
+pub(crate) const MAX_WRITES_IN_PER_PEER: u32 = 8192;
+/// Most reads a target streams (or queues) for one peer at once (as above).
+pub(crate) const MAX_READS_PER_PEER: usize = 8192;
 /// Reply buffers kept for reuse.
 const POOL_MAX: usize = 64;
 
@@ -95,8 +96,9 @@ impl<B> TargetState<B> {
 }
 
 impl<B: UserBuf> MsgLayer<B> {
-    /// Install the resolver of remote keys.
-    pub(crate) fn rma_set_target(&mut self, t: Box<dyn RmaTarget<B>>) {
+    /// Install the target-side resolver of remote keys (the domain's MR table).
+    /// Without one every arriving RMA request is refused with `RemoteAccess`.
+    pub fn set_rma_target(&mut self, t: Box<dyn RmaTarget<B>>) {
         self.rma.target.resolver = Some(t);
     }
 
@@ -337,17 +339,20 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(r) = self.peer_mut(p).rma.replies.front() else {
             return Step::Idle;
         };
-        let mut token = super::send::TOKEN_CTRL | TOKEN_RMA | TOKEN_RMA_REPLY;
         let (ty, id, total, vals): (_, _, _, &[u8]) = match r {
             Reply::Done { id, total } => (MsgType::WriteDone, *id, *total, &[]),
             Reply::Nak { id } => (MsgType::RmaNak, *id, 0, &[]),
             Reply::Atomic { id, vals } => (MsgType::AtomicResp, *id, vals.len() as u64, vals),
-            Reply::Abort { id, tries } => {
-                token = super::send::TOKEN_CTRL | TOKEN_RMA | TOKEN_RMA_ABORT;
-                token |= (*tries as u64) << 32;
-                (MsgType::RmaAbort, *id, 0, &[])
-            }
+            Reply::Abort { id, .. } => (MsgType::RmaAbort, *id, 0, &[]),
         };
+        let token = match r {
+            Reply::Abort { id, tries } => Token::RmaAbort {
+                id: *id,
+                tries: *tries,
+            },
+            _ => Token::RmaReply { id },
+        }
+        .encode();
         let repr = Repr {
             ty,
             seq: id,
@@ -356,7 +361,6 @@ impl<B: UserBuf> MsgLayer<B> {
             tag: None,
             data: None,
         };
-        let token = token | id as u64;
         let r = dg.send(p, token, HEADER_LEN + vals.len(), &mut |b: &mut [u8]| {
             if repr.emit_into(b) {
                 if let Some(dst) = b.get_mut(HEADER_LEN..) {
@@ -402,7 +406,7 @@ impl<B: UserBuf> MsgLayer<B> {
             tag: None,
             data: None,
         };
-        let token = super::send::TOKEN_CTRL | TOKEN_RMA | TOKEN_RMA_REPLY | rd.id as u64;
+        let token = Token::RmaReply { id: rd.id }.encode();
         let r = dg.send(p, token, HEADER_LEN + n, &mut |b: &mut [u8]| {
             if repr.emit_into(b) {
                 if let Some(dst) = b.get_mut(HEADER_LEN..) {

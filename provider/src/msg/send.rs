@@ -1,32 +1,15 @@
-//! Send side: per-peer send queues, protocol choice, segmentation into datagrams,
-//! round-robin pacing over peers, and send completions (handed down or acked).
+//! Send side: per-peer send queues, protocol choice (eager or rendezvous,
+//! `rndv.rs`), segmentation into datagrams, and send completions (handed
+//! down or acked). `pump.rs` decides whose datagram goes next.
 
-use super::op::{CompError, SendOp};
-use super::peer::{Ctrl, TOKEN_CREDIT};
+use super::op::{CompError, OpError, SendOp};
+use super::pump::{Ctrl, Step, DEFER_MIN_BYTES};
+use super::token::Token;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::config::EpMode;
 use crate::dgram::{Datagrams, Deferred, FailReason, PeerId, SendError};
 use crate::wire::msg::{MsgType, Repr, HEADER_LEN};
-
-/// Token bit marking control datagrams (CTS, credit); their events are ignored
-/// except a failed CTS.
-pub(crate) const TOKEN_CTRL: u64 = 1 << 63;
-/// Token bit (with `TOKEN_CTRL`) marking a CTS; the low 32 bits are its sequence number.
-pub(crate) const TOKEN_CTS: u64 = 1 << 62;
-/// Token bit (with `TOKEN_CTS`) marking a CTS that granted 0 bytes.
-pub(crate) const TOKEN_ZERO_GRANT: u64 = 1 << 40;
-/// Token bit (with `TOKEN_CTRL`) marking an ABORT; the low 32 bits are its sequence number.
-pub(crate) const TOKEN_ABORT: u64 = 1 << 61;
-
-/// Segments at least this long are sent with a deferred body
-/// (`Datagrams::send_with_body`) instead of being copied when queued, bytes:
-/// rendezvous data, and eager data of a send that completes on its acks.
-/// Below it a copy costs less than describing the body at every transmission.
-/// It must stay well under an Ethernet MTU's payload (1376 B at MTU 1500): at
-/// 2048 every packet of a 1500-byte network was copied twice (into the engine,
-/// then into the datagram), a quarter of the sender's CPU.
-pub(crate) const DEFER_MIN_BYTES: usize = 512;
 
 /// How a message travels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -61,36 +44,24 @@ pub(crate) struct OutMsg<B> {
     pub deferred: bool,
 }
 
-/// Result of one attempt to hand a datagram to the SRD layer.
-pub(crate) enum Step {
-    Sent,
-    Blocked,
-    Idle,
-    /// The next message may not start before the peer returns message credit:
-    /// the peer leaves the ring until a CREDIT (or other work) wakes it.
-    Parked,
-}
-
 impl<B: UserBuf> MsgLayer<B> {
-    /// Token of a datagram of message `seq` in slot `id`: bit 63 clear, `seq` in bits
-    /// 31..63, the slot in bits 0..31. The sequence number identifies the message even
-    /// after it completed (for ABORT) and makes events for a reused slot stale.
-    pub(crate) fn token_of(id: usize, seq: u32) -> u64 {
-        ((seq as u64) << 31) | (id as u64 & 0x7FFF_FFFF)
-    }
-
-    /// The live, started message a datagram token names, if any.
-    fn out_of_token(&self, peer: PeerId, token: u64) -> Option<usize> {
-        let id = (token & 0x7FFF_FFFF) as usize;
-        let seq = (token >> 31) as u32;
+    /// The live, started message a datagram token (`Token::Msg`) names, if any.
+    fn out_of_token(&self, peer: PeerId, id: usize, seq: u32) -> Option<usize> {
         self.outs
             .get(id)
             .filter(|m| m.op.peer == peer && m.seq == seq && m.proto != Proto::Unstarted)
             .map(|_| id)
     }
 
-    /// Queue a send (after validation).
-    pub(crate) fn enqueue_send(&mut self, op: SendOp<B>) {
+    /// Queue a send. It leaves through `pump`; its completion comes from `poll_completion`.
+    /// `Again` while `max_tx_ops` operations are not completed.
+    pub fn post_send(&mut self, op: SendOp<B>) -> Result<(), OpError> {
+        if op.buf.len() > self.max_msg_size() {
+            return Err(OpError::TooLarge);
+        }
+        if self.tx_room() == 0 {
+            return Err(OpError::Again);
+        }
         let peer = op.peer;
         let total = op.buf.len();
         let id = self.outs.insert(OutMsg {
@@ -108,118 +79,23 @@ impl<B: UserBuf> MsgLayer<B> {
         });
         self.peer_mut(peer).queue.push_back(id);
         self.wake(peer);
+        Ok(())
     }
 
-    /// Hand datagrams down while peers have work and `dg` room (round-robin over peers).
-    pub(crate) fn pump_impl(&mut self, dg: &mut dyn Datagrams) {
-        self.payload_max = dg.max_payload();
-        let mut blocked = core::mem::take(&mut self.blocked);
-        // Bounded: every turn either sends a datagram, retires the peer or blocks it.
-        while let Some(p) = self.ready.pop_front() {
-            if !dg.can_send(p) {
-                blocked.push(p);
-                continue;
-            }
-            match self.send_one(p, dg) {
-                Step::Blocked => blocked.push(p),
-                Step::Parked => self.peer_mut(p).in_ready = false,
-                Step::Sent | Step::Idle => {
-                    if self.peer_mut(p).has_work() {
-                        self.ready.push_back(p);
-                    } else {
-                        self.peer_mut(p).in_ready = false;
-                    }
-                }
-            }
-        }
-        if !blocked.is_empty() {
-            // (VecDeque::extend costs ~150 instructions even from an empty drain.)
-            self.ready.extend(blocked.drain(..));
-        }
-        self.blocked = blocked;
-    }
-
-    /// Hand one datagram of `p`'s work to `dg`.
-    fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
-        if let Some(&c) = self.peer_mut(p).ctrl.front() {
-            // Every CREDIT (and keepalive) carries how many of the peer's
-            // messages we credited in all, so a lost one is made good by the next.
-            let credited = self.peer_mut(p).credited_msgs;
-            let (repr, token) = match c {
-                Ctrl::Cts { seq, grant, tries } => (
-                    Repr {
-                        ty: MsgType::Cts,
-                        seq,
-                        total: grant,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    TOKEN_CTRL
-                        | TOKEN_CTS
-                        | if grant == 0 { TOKEN_ZERO_GRANT } else { 0 }
-                        | (tries as u64) << 32
-                        | seq as u64,
-                ),
-                Ctrl::Abort { seq, tries } => (
-                    Repr {
-                        ty: MsgType::Abort,
-                        seq,
-                        total: 0,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    TOKEN_CTRL | TOKEN_ABORT | (tries as u64) << 32 | seq as u64,
-                ),
-                Ctrl::Credit { bytes, tries } => (
-                    Repr {
-                        ty: MsgType::Credit,
-                        seq: credited,
-                        total: bytes,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    TOKEN_CTRL | TOKEN_CREDIT | (tries as u64) << 32 | bytes.min(0xFFFF_FFFF),
-                ),
-                Ctrl::Keepalive => (
-                    Repr {
-                        ty: MsgType::Credit,
-                        seq: credited,
-                        total: 0,
-                        offset: 0,
-                        tag: None,
-                        data: None,
-                    },
-                    TOKEN_CTRL | super::keepalive::TOKEN_KEEPALIVE,
-                ),
-            };
-            let r = dg.send(p, token, HEADER_LEN, &mut |b: &mut [u8]| {
-                repr.emit_into(b);
-            });
-            if r == Err(SendError::WouldBlock) {
-                return Step::Blocked;
-            }
-            // Sent, or the peer is gone (nothing to tell it then).
-            self.peer_mut(p).ctrl.pop_front();
-            return Step::Sent;
-        }
-        if let Some(step) = self.rma_send_one(p, dg) {
-            return step;
-        }
+    /// The message at the front of `p`'s queue, started if it was not; `Err`
+    /// with the step to report when no message can send now.
+    fn front_message(&mut self, p: PeerId, room: usize) -> Result<usize, Step> {
         let Some(&id) = self.peer_mut(p).queue.front() else {
-            return Step::Idle;
+            return Err(Step::Idle);
         };
-        let room = self.payload_max.saturating_sub(HEADER_LEN);
         let Some(m) = self.outs.get(id) else {
             self.peer_mut(p).queue.pop_front();
-            return Step::Idle;
+            return Err(Step::Idle);
         };
         if room == 0 || (self.mode == EpMode::Dgram && m.total_bytes > room) {
             // The datagram service cannot carry it (payload room shrank below the message).
             self.fail_send(id, CompError::PeerUnreachable);
-            return Step::Idle;
+            return Err(Step::Idle);
         }
         if m.proto == Proto::Unstarted {
             if self.mode == EpMode::Rdm && self.peer_mut(p).send_credit_msgs == 0 {
@@ -227,21 +103,31 @@ impl<B: UserBuf> MsgLayer<B> {
                 // there: this one waits (it stays cancellable) rather than
                 // growing the peer's unexpected memory.
                 self.stats.credit_waits += 1;
-                return Step::Parked;
+                return Err(Step::Parked);
             }
             self.start_send(id, p);
         }
+        Ok(id)
+    }
+
+    /// Hand down the next datagram (DATA, RTS or RDATA) of the message at the
+    /// front of `p`'s queue.
+    pub(crate) fn send_segment(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
+        let room = self.payload_max.saturating_sub(HEADER_LEN);
+        let id = match self.front_message(p, room) {
+            Ok(id) => id,
+            Err(step) => return step,
+        };
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Idle;
         };
-        let token = Self::token_of(id, m.seq);
+        let token = Token::Msg {
+            slot: id,
+            seq: m.seq,
+        }
+        .encode();
         let (ty, off, n) = match m.proto {
-            Proto::Rndv if !m.rts_sent => (MsgType::Rts, 0, 0),
-            Proto::Rndv => (
-                MsgType::RData,
-                m.next_off,
-                room.min(m.end_bytes - m.next_off),
-            ),
+            Proto::Rndv => m.rndv_segment(room),
             _ => (
                 MsgType::Data,
                 m.next_off,
@@ -293,14 +179,17 @@ impl<B: UserBuf> MsgLayer<B> {
             })
         };
         match r {
-            Ok(()) => {}
-            Err(SendError::WouldBlock) => return Step::Blocked,
+            Ok(()) => self.segment_sent(p, id, ty == MsgType::Rts, n),
+            Err(SendError::WouldBlock) => Step::Blocked,
             Err(_) => {
                 self.fail_send(id, CompError::PeerUnreachable);
-                return Step::Sent;
+                Step::Sent
             }
         }
-        let is_rts = ty == MsgType::Rts;
+    }
+
+    /// A datagram of message `id` to `p` (an RTS, or `n` bytes of data) left.
+    fn segment_sent(&mut self, p: PeerId, id: usize, is_rts: bool, n: usize) -> Step {
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Sent;
         };
@@ -349,45 +238,11 @@ impl<B: UserBuf> MsgLayer<B> {
         // DGRAM receivers ignore it, but it keeps tokens unique there too.
         st.next_send_seq = seq.wrapping_add(1);
         if proto == Proto::Rndv {
-            self.out_map.insert((p.0, seq), id);
+            self.rndv_started(p, seq, id);
         }
         if let Some(m) = self.outs.get_mut(id) {
             m.seq = seq;
             m.proto = proto;
-        }
-    }
-
-    /// A CTS from `p` for our message `seq`: send `grant` bytes of it.
-    pub(crate) fn on_cts(&mut self, p: PeerId, seq: u32, grant: u64) {
-        let Some(&id) = self.out_map.get(&(p.0, seq)) else {
-            self.stats.stray += 1;
-            return;
-        };
-        let Some(m) = self.outs.get_mut(id) else {
-            return;
-        };
-        if !m.rts_sent || m.handed_all || m.sent_any {
-            self.stats.stray += 1;
-            return;
-        }
-        m.end_bytes = (grant.min(m.total_bytes as u64)) as usize;
-        if m.end_bytes == 0 {
-            m.handed_all = true;
-            self.maybe_complete_send(id);
-        } else {
-            // Behind the messages already started, ahead of those not started
-            // yet: these may wait for message credit, and the receive this
-            // data completes may be what lets the peer's application take
-            // messages and return that credit.
-            let outs = &self.outs;
-            let at = self.peers.get(p.0 as usize).map_or(0, |st| {
-                st.queue
-                    .iter()
-                    .position(|&x| outs.get(x).is_some_and(|m| m.proto == Proto::Unstarted))
-                    .unwrap_or(st.queue.len())
-            });
-            self.peer_mut(p).queue.insert(at, id);
-            self.wake(p);
         }
     }
 
@@ -416,29 +271,31 @@ impl<B: UserBuf> MsgLayer<B> {
         let Some(m) = self.outs.remove(id) else {
             return;
         };
-        if m.proto == Proto::Rndv && self.out_map.get(&(m.op.peer.0, m.seq)) == Some(&id) {
-            self.out_map.remove(&(m.op.peer.0, m.seq));
-        }
+        self.rndv_finished(id, &m);
         let len = m.total_bytes;
         self.complete_send(m.op, len, error);
     }
 
     /// The application buffer and byte offset of the deferred body `key` (an offset)
     /// of datagram `token`, `None` if the message is gone.
-    pub(crate) fn body_of(&self, token: u64, key: u64, len: usize) -> Option<(&B, usize)> {
-        let id = (token & 0x7FFF_FFFF) as usize;
-        let seq = (token >> 31) as u32;
+    pub(crate) fn send_body(
+        &self,
+        id: usize,
+        seq: u32,
+        key: u64,
+        len: usize,
+    ) -> Option<(&B, usize)> {
         let m = self
             .outs
             .get(id)
-            .filter(|m| token & TOKEN_CTRL == 0 && m.seq == seq && m.proto != Proto::Unstarted)?;
+            .filter(|m| m.seq == seq && m.proto != Proto::Unstarted)?;
         let off = usize::try_from(key).ok()?;
         (off.checked_add(len)? <= m.op.buf.len()).then_some((&m.op.buf, off))
     }
 
     /// An `Acked` report for a message datagram.
-    pub(crate) fn on_send_acked(&mut self, peer: PeerId, token: u64) {
-        if let Some(id) = self.out_of_token(peer, token) {
+    pub(crate) fn on_send_acked(&mut self, peer: PeerId, slot: usize, seq: u32) {
+        if let Some(id) = self.out_of_token(peer, slot, seq) {
             if let Some(m) = self.outs.get_mut(id) {
                 m.outstanding = m.outstanding.saturating_sub(1);
             }
@@ -449,12 +306,17 @@ impl<B: UserBuf> MsgLayer<B> {
     /// A `Failed` report for a message datagram: the send fails (once), if it has not
     /// completed yet. If the peer may still be alive, tell it to stop waiting for the
     /// message (ABORT), also when the send already completed (it left on hand-down).
-    pub(crate) fn on_send_failed(&mut self, peer: PeerId, token: u64, reason: FailReason) {
-        if let Some(id) = self.out_of_token(peer, token) {
+    pub(crate) fn on_send_failed(
+        &mut self,
+        peer: PeerId,
+        slot: usize,
+        seq: u32,
+        reason: FailReason,
+    ) {
+        if let Some(id) = self.out_of_token(peer, slot, seq) {
             self.fail_send(id, CompError::PeerUnreachable);
         }
         if self.mode == EpMode::Rdm && reason == FailReason::Unreachable {
-            let seq = (token >> 31) as u32;
             let st = self.peer_mut(peer);
             // The datagrams of one message fail together: one ABORT is enough.
             if st.last_abort_seq != Some(seq) {
@@ -486,7 +348,7 @@ impl<B: UserBuf> MsgLayer<B> {
         for id in started {
             self.fail_send(id, CompError::PeerUnreachable);
         }
-        let (c, m) = (self.init_credit_bytes, self.init_credit_msgs);
+        let (c, m) = (self.credit.init_bytes, self.credit.init_msgs);
         let st = self.peer_mut(p);
         st.next_send_seq = 0;
         st.ctrl.clear();

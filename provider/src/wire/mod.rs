@@ -5,6 +5,7 @@
 //! `parse`, `emit` and `buffer_len`. Parsing never panics on any input.
 //! The byte layout of each is documented in `PROTOCOL.md`.
 
+mod bytes;
 pub mod msg;
 pub mod rails;
 pub mod srd;

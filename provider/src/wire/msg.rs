@@ -21,6 +21,7 @@
 //! RMA types (7..14) use `msg_seq` as the per-peer RMA op id (its own id space) and
 //! never set TAGGED; only WRITE may set HAS_DATA (`fi_writedata`). See `PROTOCOL.md` §10.
 
+use super::bytes::{be32, be64};
 use super::WireError;
 
 /// Protocol version carried in byte 0.
@@ -136,18 +137,6 @@ pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
-fn be_u32(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(b);
-    u32::from_be_bytes(a)
-}
-
-fn be_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(b);
-    u64::from_be_bytes(a)
-}
-
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wrap bytes without checking their length (accessors may panic if short).
     pub fn new_unchecked(buffer: T) -> Self {
@@ -188,23 +177,23 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// Per-peer message sequence number.
     pub fn seq(&self) -> u32 {
-        be_u32(&self.buffer.as_ref()[field::SEQ])
+        be32(self.buffer.as_ref(), field::SEQ)
     }
     /// Message length (CTS: granted bytes; CREDIT: credited bytes).
     pub fn total(&self) -> u64 {
-        be_u64(&self.buffer.as_ref()[field::TOTAL])
+        be64(self.buffer.as_ref(), field::TOTAL)
     }
     /// Byte offset of the payload in the message.
     pub fn offset(&self) -> u64 {
-        be_u64(&self.buffer.as_ref()[field::OFFSET])
+        be64(self.buffer.as_ref(), field::OFFSET)
     }
     /// Tag.
     pub fn tag(&self) -> u64 {
-        be_u64(&self.buffer.as_ref()[field::TAG])
+        be64(self.buffer.as_ref(), field::TAG)
     }
     /// Remote CQ data.
     pub fn cq_data(&self) -> u64 {
-        be_u64(&self.buffer.as_ref()[field::DATA])
+        be64(self.buffer.as_ref(), field::DATA)
     }
     /// The bytes after the header.
     pub fn payload(&self) -> &[u8] {
@@ -431,8 +420,8 @@ impl RmaSub {
         let (h, rest) = payload.split_at(RMA_SUB_LEN);
         Ok((
             RmaSub {
-                key: be_u64(&h[0..8]),
-                addr: be_u64(&h[8..16]),
+                key: be64(h, 0..8),
+                addr: be64(h, 8..16),
             },
             rest,
         ))
@@ -496,12 +485,12 @@ impl AtomicSub {
         }
         Ok((
             AtomicSub {
-                key: be_u64(&h[0..8]),
-                addr: be_u64(&h[8..16]),
+                key: be64(h, 0..8),
+                addr: be64(h, 8..16),
                 op: h[16],
                 dt: h[17],
                 flags,
-                count: be_u32(&h[20..24]),
+                count: be32(h, 20..24),
             },
             rest,
         ))

@@ -8,6 +8,7 @@
 //! With flag `MAC` (an endpoint with a job key), a `TAG_LEN`-byte tag sits
 //! between the header and the payload (see `srd/auth.rs`).
 
+use super::bytes::{be16, be32, be64};
 use super::WireError;
 
 /// Protocol version carried in byte 0.
@@ -121,22 +122,6 @@ pub mod flags {
 #[derive(Debug, Clone)]
 pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
-}
-
-fn be16(b: &[u8], f: field::Field) -> u16 {
-    let mut a = [0u8; 2];
-    a.copy_from_slice(&b[f]);
-    u16::from_be_bytes(a)
-}
-fn be32(b: &[u8], f: field::Field) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[f]);
-    u32::from_be_bytes(a)
-}
-fn be64(b: &[u8], f: field::Field) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[f]);
-    u64::from_be_bytes(a)
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
