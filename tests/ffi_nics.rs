@@ -275,29 +275,6 @@ fn pci_location_only_when_asked() {
     assert!(text.contains("1 passed"), "the check did not run:\n{text}");
 }
 
-/// True when root can build namespaces here; under CI=true a missing
-/// prerequisite fails the test.
-fn can_build_namespaces() -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
-    let ip = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if root && ip {
-        return true;
-    }
-    let why = if root {
-        "`ip netns` unavailable"
-    } else {
-        "not root"
-    };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("two_veth_nics_in_a_namespace needs root and ip netns under CI=true: {why}");
-    }
-    eprintln!("skipped: two_veth_nics_in_a_namespace: {why}");
-    false
-}
-
 /// Namespaces deleted when dropped.
 struct Netns(Vec<String>);
 impl Drop for Netns {
@@ -320,7 +297,7 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn two_veth_nics_in_a_namespace() {
-    if !can_build_namespaces() {
+    if !common::can_build_namespaces("two_veth_nics_in_a_namespace") {
         return;
     }
     let pid = std::process::id();

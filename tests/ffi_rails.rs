@@ -37,29 +37,6 @@ const PACE_US: u64 = 1000;
 /// Longest a child may run, s.
 const CHILD_S: u64 = 120;
 
-/// True when root can build namespaces here; under CI=true a missing
-/// prerequisite fails the test.
-fn can_build_namespaces() -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
-    let ip = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if root && ip {
-        return true;
-    }
-    let why = if root {
-        "`ip netns` unavailable"
-    } else {
-        "not root"
-    };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("ffi_rails needs root and ip netns under CI=true: {why}");
-    }
-    eprintln!("skipped: ffi_rails: {why}");
-    false
-}
-
 /// Namespaces deleted (and children killed) when dropped.
 struct Testbed {
     ns: Vec<String>,
@@ -172,7 +149,7 @@ fn wait_bounded(c: &mut Child, limit: Duration) -> Option<std::process::ExitStat
 
 #[test]
 fn two_nics_carry_one_flow_and_one_dies_without_loss() {
-    if !can_build_namespaces() {
+    if !common::can_build_namespaces("ffi_rails") {
         return;
     }
     let pid = std::process::id();

@@ -45,6 +45,31 @@ pub fn have_tool(name: &str) -> bool {
     ok
 }
 
+/// True when root can build network namespaces here; under CI=true a
+/// missing prerequisite fails the test `what`, elsewhere it is skipped with a
+/// message.
+pub fn can_build_namespaces(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if root && ip {
+        return true;
+    }
+    let why = if root {
+        "`ip netns` unavailable"
+    } else {
+        "not root"
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{what} needs root and ip netns under CI=true: {why}");
+    }
+    eprintln!("skipped: {what}: {why}");
+    false
+}
+
 /// A command with the provider made visible, on loopback only.
 pub fn fi_cmd(tool: &str) -> Command {
     let mut c = Command::new(tool);

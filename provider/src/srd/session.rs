@@ -311,6 +311,14 @@ impl Srd {
         }
     }
 
+    /// The peer at `addr`: its main address, else one of its rails'.
+    fn peer_at(&self, addr: SocketAddr) -> Option<PeerId> {
+        self.by_addr
+            .get(&addr)
+            .copied()
+            .or_else(|| self.rail_lookup(addr).map(|x| x.0))
+    }
+
     /// A CHALLENGE from `addr`: it completes our handshake if it echoes our
     /// pending HELLO (only a live peer at that address could have seen it).
     /// A nonce other than the session's means the peer restarted.
@@ -320,12 +328,7 @@ impl Srd {
             return;
         };
         // A peer's rail address: the CHALLENGE may answer a rail check.
-        let Some(id) = self
-            .by_addr
-            .get(&addr)
-            .copied()
-            .or_else(|| self.rail_lookup(addr).map(|x| x.0))
-        else {
+        let Some(id) = self.peer_at(addr) else {
             self.stats.rx_bad_token += 1;
             return;
         };
@@ -360,12 +363,7 @@ impl Srd {
     /// session for it (it restarted, or lost us): check with a handshake.
     /// Never a teardown: a forged RESET costs one HELLO at most.
     pub(crate) fn on_reset(&mut self, now: Instant, addr: SocketAddr, h: &Repr) {
-        let Some(id) = self
-            .by_addr
-            .get(&addr)
-            .copied()
-            .or_else(|| self.rail_lookup(addr).map(|x| x.0))
-        else {
+        let Some(id) = self.peer_at(addr) else {
             self.stats.rx_bad_token += 1;
             return;
         };
