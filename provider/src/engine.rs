@@ -284,12 +284,13 @@ impl<B: UserBuf> Engine<B> {
         self.keepalive(now);
     }
 
-    /// While started operations wait on peers for a reply (an RMA reply, a CTS),
-    /// probe every such peer that has nothing of ours in flight, every
-    /// `unreachable_timeout / 4`: a peer that died silently then fails its
-    /// probe, and with it the operations waiting on it, instead of hanging.
+    /// While started operations wait on peers for a reply (an RMA reply, a CTS)
+    /// or receives for the rest of a message, probe every such peer that has
+    /// nothing of ours in flight, every `unreachable_timeout / 4`: a peer that
+    /// died silently then fails its probe, and with it the operations waiting
+    /// on it, instead of hanging.
     fn keepalive(&mut self, now: Instant) {
-        if self.msg.pending_initiated() == 0 {
+        if self.msg.pending_initiated() == 0 && !self.msg.receiving() {
             self.keepalive_at = None;
             return;
         }

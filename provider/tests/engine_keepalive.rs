@@ -1,13 +1,14 @@
 //! A peer that dies silently after acknowledging everything must not leave
 //! operations waiting on it forever: a rendezvous send whose RTS was acked
-//! (waiting for a CTS that never comes) and an RMA read whose request was acked
-//! (waiting for the data) fail with `PeerUnreachable` within a few unreachable
+//! (waiting for a CTS that never comes), an RMA read whose request was acked
+//! (waiting for the data) and a receive matched to a rendezvous message whose
+//! sender dies mid-data fail with `PeerUnreachable` within a few unreachable
 //! timeouts, thanks to the engine's keepalives; while the peer lives, the same
 //! waits last as long as they must (no false failure).
 
 use core::time::Duration;
 
-use spray::msg::{CompError, Completion, RmaKind, RmaOp, SendOp};
+use spray::msg::{CompError, Completion, RecvFlags, RecvOp, RmaKind, RmaOp, SendOp};
 use spray::sim::{addr, LinkSpec, Sim};
 use spray::time::Instant;
 use spray::{Config, Engine, EpMode, RmaAccess, RmaTarget};
@@ -140,6 +141,111 @@ fn rma_read_waiting_for_data_fails_when_the_peer_dies_silently() {
             s.now - died
         );
     }
+}
+
+/// The MPI rank whose link died after its own sends were acknowledged, while
+/// it waited for its peer's large message: nothing of its own is in flight, so
+/// only a keepalive can tell it the peer is gone (it hung forever before, and
+/// `mpi-tests/rankdeath.sh -m link` found processes left on the cut-off host).
+#[test]
+fn receive_waiting_for_rendezvous_data_fails_when_the_sender_dies() {
+    for seed in 1..=3 {
+        let mut s = sim(seed);
+        s.nodes[0]
+            .post_recv(RecvOp {
+                src: None,
+                buf: vec![0u8; 4 << 20],
+                tag: Some((9, 0)),
+                context: 3,
+                flags: RecvFlags::default(),
+                report: true,
+            })
+            .expect("post recv");
+        let p0 = s.nodes[1].peer(addr(0));
+        s.nodes[1]
+            .post_send(SendOp {
+                peer: p0,
+                buf: vec![7u8; 4 << 20],
+                tag: Some(9),
+                data: None,
+                context: 4,
+                report: true,
+                delivery_complete: false,
+            })
+            .expect("post send");
+        // RTS, CTS and the first RDATA cross; then the sender dies with most
+        // of its data unsent.
+        let t = s.now + Duration::from_micros(300);
+        assert!(
+            completion(&mut s, t).is_none(),
+            "seed {seed}: 4 MiB received in 300 us"
+        );
+        assert!(
+            s.nodes[0].msg_stats().keepalives == 0,
+            "seed {seed}: keepalives before the death"
+        );
+        s.down[1] = true;
+        let died = s.now;
+        let limit = died + UNREACHABLE * 6;
+        let c = completion(&mut s, limit).unwrap_or_else(|| {
+            panic!(
+                "seed {seed}: receive still waiting {:?} after the sender died",
+                limit - died
+            )
+        });
+        assert_eq!(
+            (c.context, c.error),
+            (3, Some(CompError::PeerUnreachable)),
+            "seed {seed}: {c:?}"
+        );
+        assert!(s.nodes[0].msg_stats().keepalives > 0);
+        println!(
+            "seed {seed}: receive failed {:?} after the sender died",
+            s.now - died
+        );
+    }
+}
+
+/// A receive posted with no message for it keeps waiting, and one matched to
+/// a slow but live sender completes intact: the receive-side keepalives fail
+/// nothing while the peer answers them.
+#[test]
+fn receives_on_a_live_peer_do_not_fail() {
+    let mut s = sim(11);
+    for ctx in [5u64, 6] {
+        s.nodes[0]
+            .post_recv(RecvOp {
+                src: None,
+                buf: vec![0u8; 1 << 20],
+                tag: Some((ctx, 0)),
+                context: ctx,
+                flags: RecvFlags::default(),
+                report: true,
+            })
+            .expect("post recv");
+    }
+    let limit = s.now + UNREACHABLE * 10;
+    assert!(
+        completion(&mut s, limit).is_none(),
+        "a receive with no message completed"
+    );
+    let p0 = s.nodes[1].peer(addr(0));
+    s.nodes[1]
+        .post_send(SendOp {
+            peer: p0,
+            buf: vec![3u8; 1 << 20],
+            tag: Some(6),
+            data: None,
+            context: 7,
+            report: true,
+            delivery_complete: false,
+        })
+        .expect("post send");
+    let limit = s.now + UNREACHABLE * 4;
+    let c = completion(&mut s, limit).expect("the matched receive completes");
+    assert_eq!((c.context, c.error), (6, None), "{c:?}");
+    assert!(c.buf.as_ref().is_some_and(|b| b.iter().all(|&x| x == 3)));
+    assert_eq!(s.nodes[0].srd_stats().failed, 0);
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! Keepalive: a peer that some operation waits on (an RMA reply, the CTS of a
-//! rendezvous send, message credit for sends not started) while nothing of
-//! ours is in flight to it gets an empty CREDIT now and then. A peer that died
+//! rendezvous send, message credit for sends not started, the rest of a
+//! message a receive was matched to) while nothing of ours is in flight to it
+//! gets an empty CREDIT now and then. A peer that died
 //! silently after acknowledging everything then shows up as a failed datagram
 //! (the SRD's unreachable timeout), and the operations waiting on it fail
-//! instead of hanging.
+//! instead of hanging. The receive side matters as much as the send side: a
+//! rank whose link dies after its own sends were acknowledged, while it waits
+//! for a peer's rendezvous data, has nothing else that would ever fail.
 //!
 //! On the wire a keepalive is a CREDIT with `total` 0 (`Ctrl::datagram`), and
 //! stays so: the receiver need not tell it from a CREDIT (0 bytes back, and
@@ -13,14 +16,21 @@
 //! change that receivers of this version count as `bad` (`PROTOCOL.md` §9).
 
 use super::pump::Ctrl;
+use super::recv::{InRec, Target};
 use super::send::Proto;
 use super::{CompError, MsgLayer};
 use crate::buf::UserBuf;
 use crate::dgram::{FailReason, PeerId};
 
+/// Is this record matched to a receive that still waits for data from its
+/// sender (eager segments, or the RDATA of a granted rendezvous)?
+fn awaits_data(r: &InRec) -> bool {
+    matches!(r.target, Target::Recv { .. }) && r.arrived_bytes < r.expect_bytes
+}
+
 impl<B: UserBuf> MsgLayer<B> {
-    /// Peers that operations wait on for a reply (RMA replies, CTS) or for
-    /// message credit.
+    /// Peers that operations wait on for a reply (RMA replies, CTS), for
+    /// message credit, or for the rest of a message a receive was matched to.
     pub fn waiting_peers(&self) -> Vec<PeerId> {
         let mut wait: Vec<bool> = self
             .peers
@@ -28,6 +38,15 @@ impl<B: UserBuf> MsgLayer<B> {
             .map(|st| st.rma.started > 0 || self.waits_for_credit(st))
             .collect();
         self.peers_owing_cts(&mut wait);
+        for id in self.ins.indices_where(awaits_data) {
+            if let Some(w) = self
+                .ins
+                .get(id)
+                .and_then(|r| wait.get_mut(r.peer.0 as usize))
+            {
+                *w = true;
+            }
+        }
         (0..wait.len())
             .filter(|&i| wait[i])
             .map(|i| PeerId(i as u32))
@@ -52,12 +71,25 @@ impl<B: UserBuf> MsgLayer<B> {
                 .is_some_and(|m| m.proto == Proto::Unstarted)
     }
 
+    /// Are receives waiting for some? (Keepalives run while this or
+    /// `pending_initiated` is non-zero.)
+    pub fn receiving(&self) -> bool {
+        self.recvs.len() != 0
+    }
+
     /// A keepalive to `p` failed: `p` is gone (RMA ops to it failed already,
     /// see `rma_peer_lost`). Sends waiting for its CTS fail; if it may come back,
     /// it is told to stop waiting for them (ABORT). Sends waiting for its
     /// message credit fail too (they never started: nothing to abort); after a
-    /// restart they would instead go to the new incarnation.
+    /// restart they would instead go to the new incarnation. Receives matched
+    /// to a message of `p` that is still arriving fail (unreachable only: a
+    /// restart drops them anyway, `reset_peer_recvs`).
     pub(crate) fn on_keepalive_failed(&mut self, p: PeerId, reason: FailReason) {
+        if reason == FailReason::Unreachable {
+            for id in self.ins.indices_where(|r| r.peer == p && awaits_data(r)) {
+                self.fail_rec(id);
+            }
+        }
         let stuck = reason == FailReason::Unreachable
             && self
                 .peers
