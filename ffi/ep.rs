@@ -232,6 +232,9 @@ pub unsafe extern "C" fn endpoint_open(
             auth_key,
             tx_size: queue_size(tx.map_or(0, |t| t.size), true),
             rx_size: queue_size(rx.map_or(0, |r| r.size), false),
+            rma_order: crate::getinfo::rma_order(
+                tx.map_or(0, |t| t.msg_order) | rx.map_or(0, |r| r.msg_order),
+            ),
         };
         let mut state = EpState::new(setup, socks);
         let rdm = ep_type == FI_EP_RDM;

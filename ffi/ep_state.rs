@@ -51,6 +51,8 @@ pub struct EpSetup {
     pub tx_size: usize,
     /// Receive queue size (`rx_attr->size`): receives posted and not completed.
     pub rx_size: usize,
+    /// One-sided orderings kept (from the asked `msg_order`, `getinfo::rma_order`).
+    pub rma_order: spray::msg::RmaOrder,
 }
 
 /// The engine and its driver, once the endpoint is enabled.
@@ -306,6 +308,7 @@ impl EpState {
         if let Some(t) = &self.mrs {
             engine.set_rma_target(Box::new(MrTarget(t.clone())));
         }
+        engine.set_rma_order(self.setup.rma_order);
         let batch = params::int_or("rx_batch", 32, 1, 1024) as usize;
         let offloads = Offloads {
             gso: params::int_or("gso", 1, 0, 1) == 1,

@@ -53,15 +53,33 @@ const TX_OP_FLAGS: u64 = FI_COMPLETION
     | FI_MORE
     | FI_REMOTE_CQ_DATA
     | FI_MATCH_COMPLETE;
-/// Orderings of one-sided operations (RAR/RAW/WAR/WAW/SAR/SAW/RAS/WAS and
-/// their RMA_/ATOMIC_ forms). RMA and atomics are applied at the target in
-/// whatever order their datagrams arrive over the paths (PROTOCOL.md §10), so
-/// an asked bit is echoed with every `max_order_*_size` 0: by fi_endpoint(3)
-/// the order then holds for operations smaller than 0 bytes, i.e. none, and
-/// an MPI reads the sizes before relying on it. Refusing the bits instead
-/// (as fabtests' getinfo test would like) made Intel MPI's fi_getinfo fail
-/// with -FI_ENODATA: it asks them and has no fallback.
-const ONE_SIDED_ORDERS: u64 = 0xff | 0xff_0000_0000;
+/// Orderings of one-sided operations among themselves that spray keeps when
+/// asked: RAR, RAW, WAR, WAW (bits 0, 1, 3, 4) and their `RMA_` / `ATOMIC_`
+/// forms (bits 32..40). The initiator holds an op back until the earlier ops
+/// it must follow have completed (`spray::msg::RmaOrder`; a write completes on
+/// the target's reply, after every byte landed), so they hold for every size:
+/// `max_order_*_size` = `max_msg_size`. Intel MPI and MPICH ask the `ATOMIC_`
+/// forms (and read the sizes before sending accumulates as atomics). RAS, WAS,
+/// SAR and SAW (one-sided against messages) are not kept: asked, they are
+/// refused (`-FI_ENODATA`), as tcp;ofi_rxm refuses what it does not keep.
+const ONE_SIDED_ORDERS: u64 =
+    FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | 0xff_0000_0000;
+/// The plain order bits (fi_endpoint(3); bindgen's constants are u32).
+const FI_ORDER_RAR: u64 = 1 << 0;
+const FI_ORDER_RAW: u64 = 1 << 1;
+const FI_ORDER_WAR: u64 = 1 << 3;
+const FI_ORDER_WAW: u64 = 1 << 4;
+
+/// The orderings an endpoint opened with these `msg_order` bits (its
+/// transmit and receive attributes together) keeps for its one-sided ops.
+pub fn rma_order(msg_order: u64) -> spray::msg::RmaOrder {
+    let any = |plain: u64, bit: u32| msg_order & (plain | 1 << bit | 1 << (bit + 4)) != 0;
+    spray::msg::RmaOrder {
+        raw: any(FI_ORDER_RAW, 33),
+        war: any(FI_ORDER_WAR, 34),
+        waw: any(FI_ORDER_WAW, 35),
+    }
+}
 /// Capabilities of the receiving side only (target caps); the rest but
 /// `TX_ONLY_CAPS` go to both sides.
 const RX_ONLY_CAPS: u64 =
@@ -480,7 +498,14 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
         if ep.msg_prefix_size != 0 {
             return false;
         }
-        // Asked max_order_*_size are answered with 0 (see ONE_SIDED_ORDERS).
+        // One-sided orders hold for every op size (see ONE_SIDED_ORDERS).
+        let most = ep
+            .max_order_raw_size
+            .max(ep.max_order_war_size)
+            .max(ep.max_order_waw_size);
+        if most > o.max_msg_size {
+            return false;
+        }
         if ep.protocol != sys::FI_PROTO_UNSPEC {
             return false;
         }
@@ -567,8 +592,8 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             return false;
         }
     }
-    // The message order we keep (SAS on RDM), and one-sided orders for no
-    // size (see ONE_SIDED_ORDERS).
+    // The message order we keep (SAS on RDM), and one-sided orders among
+    // themselves (see ONE_SIDED_ORDERS).
     let grantable = o.msg_order | ONE_SIDED_ORDERS;
     // SAFETY: hint sub-attributes are NULL or valid (caller contract).
     if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
@@ -722,6 +747,10 @@ unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     ep.protocol = sys::FI_PROTO_UNSPEC;
     ep.protocol_version = 1;
     ep.max_msg_size = o.max_msg_size;
+    // Kept for every size when asked (ONE_SIDED_ORDERS).
+    ep.max_order_raw_size = o.max_msg_size;
+    ep.max_order_war_size = o.max_msg_size;
+    ep.max_order_waw_size = o.max_msg_size;
     ep.msg_prefix_size = 0;
     ep.mem_tag_format = o.mem_tag_format;
     ep.tx_ctx_cnt = 1;

@@ -1,7 +1,7 @@
 //! The attribute rules of libfabric's own acceptance tests (fabtests v1.17
 //! `fi_getinfo_test`, `fi_av_test`, `fi_multi_ep`), checked here through the
 //! real core: transmit caps are initiator caps and receive caps target caps,
-//! granted orderings come with a size, FI_PROGRESS_AUTO really progresses, the
+//! granted orderings come with a size (and the rest are refused), FI_PROGRESS_AUTO really progresses, the
 //! pre-1.5 `mr_mode` enum, the provider's own fi_info accepted as hints,
 //! FI_SYNC_ERR slots, the AV type reported, and `fi_mr_regattr` refusing
 //! device memory (issue 20).
@@ -223,9 +223,10 @@ fn every_primary_cap_combination() {
 const STRICT: u64 = sys::FI_ORDER_STRICT as u64;
 const DATA: u64 = sys::FI_ORDER_DATA as u64;
 
-/// Every `max_order_*_size` is 0: an ordering between writes and reads is
-/// echoed as asked but holds for no size (fi_endpoint(3)), which is what an
-/// MPI reads before relying on one.
+/// fabtests' rule: a granted RAW / WAR / WAW ordering (any form) comes with a
+/// `max_order_*_size` > 0. spray keeps them for every size (the initiator
+/// holds an op back until the ops it must follow completed), so each size is
+/// `max_msg_size`, whatever was asked.
 fn check_order_sizes(i: &sys::fi_info) -> Result<(), String> {
     let ep = unsafe { &*i.ep_attr };
     let sizes = [
@@ -233,39 +234,86 @@ fn check_order_sizes(i: &sys::fi_info) -> Result<(), String> {
         ep.max_order_war_size,
         ep.max_order_waw_size,
     ];
-    if sizes != [0, 0, 0] {
-        return Err(format!("max_order sizes {sizes:?}: spray orders no RMA"));
+    if sizes != [ep.max_msg_size; 3] || ep.max_msg_size == 0 {
+        return Err(format!(
+            "max_order sizes {sizes:?}, max_msg_size {}",
+            ep.max_msg_size
+        ));
     }
     Ok(())
 }
 
-/// Intel MPI asks these and has no fallback: refusing them (-FI_ENODATA)
-/// made its MPI_Init fail. fabtests' getinfo test would rather see them
-/// refused or given a size; spray cannot give one (RMA applies in arrival
-/// order), so that one check stays failing on purpose (ffi/README.md).
+/// Orderings of one-sided ops among themselves: every form of RAR, RAW, WAR
+/// and WAW is granted with a size at least the one asked (Intel MPI and MPICH
+/// ask the ATOMIC_ forms and have no fallback when refused; fabtests'
+/// getinfo test asks the plain ones with and without a size).
 #[test]
-fn one_sided_orders_echoed_for_no_size() {
-    for (bit, name) in [
+fn one_sided_orders_granted_with_a_size() {
+    let plain = [
+        (sys::FI_ORDER_RAR as u64, "RAR"),
         (sys::FI_ORDER_RAW as u64, "RAW"),
         (sys::FI_ORDER_WAR as u64, "WAR"),
         (sys::FI_ORDER_WAW as u64, "WAW"),
+    ];
+    let rma = [
+        (sys::FI_ORDER_RMA_RAR, "RMA_RAR"),
         (sys::FI_ORDER_RMA_RAW, "RMA_RAW"),
+        (sys::FI_ORDER_RMA_WAR, "RMA_WAR"),
         (sys::FI_ORDER_RMA_WAW, "RMA_WAW"),
+        (sys::FI_ORDER_ATOMIC_RAR, "ATOMIC_RAR"),
+        (sys::FI_ORDER_ATOMIC_RAW, "ATOMIC_RAW"),
+        (sys::FI_ORDER_ATOMIC_WAR, "ATOMIC_WAR"),
         (sys::FI_ORDER_ATOMIC_WAW, "ATOMIC_WAW"),
-    ] {
-        let infos = query(api(), |h| unsafe {
-            h.caps = sys::FI_RMA as u64;
-            (*h.tx_attr).msg_order = bit;
-            (*h.rx_attr).msg_order = bit;
-            (*h.ep_attr).max_order_raw_size = 4096;
-        })
-        .unwrap_or_else(|e| panic!("{name} refused: {e}"));
-        for i in infos.iter() {
-            let (tx, rx) = unsafe { ((*i.tx_attr).msg_order, (*i.rx_attr).msg_order) };
-            assert_eq!((tx & bit, rx & bit), (bit, bit), "{name} not echoed");
-            check_order_sizes(i).unwrap_or_else(|e| panic!("{name}: {e}"));
+    ];
+    for (bit, name) in plain.into_iter().chain(rma) {
+        for asked_size in [0usize, 1, 4096] {
+            let infos = query(api(), |h| unsafe {
+                h.caps = sys::FI_RMA as u64 | sys::FI_ATOMIC as u64;
+                (*h.tx_attr).msg_order = bit;
+                (*h.rx_attr).msg_order = bit;
+                (*h.ep_attr).max_order_raw_size = asked_size;
+                (*h.ep_attr).max_order_war_size = asked_size;
+                (*h.ep_attr).max_order_waw_size = asked_size;
+            })
+            .unwrap_or_else(|e| panic!("{name} size {asked_size} refused: {e}"));
+            for i in infos.iter() {
+                let (tx, rx) = unsafe { ((*i.tx_attr).msg_order, (*i.rx_attr).msg_order) };
+                assert_eq!((tx & bit, rx & bit), (bit, bit), "{name} not echoed");
+                check_order_sizes(i).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(unsafe { (*i.ep_attr).max_order_raw_size } >= asked_size);
+            }
         }
     }
+}
+
+/// One-sided ops against messages (RAS, WAS, SAR, SAW) are not ordered, so
+/// asking for them is refused rather than echoed; a size over the largest
+/// op is refused too.
+#[test]
+fn orders_spray_does_not_keep_are_refused() {
+    for (bit, name) in [
+        (sys::FI_ORDER_RAS as u64, "RAS"),
+        (sys::FI_ORDER_WAS as u64, "WAS"),
+        (sys::FI_ORDER_SAR as u64, "SAR"),
+        (sys::FI_ORDER_SAW as u64, "SAW"),
+    ] {
+        for tx_side in [true, false] {
+            let r = query(api(), |h| unsafe {
+                h.caps = sys::FI_RMA as u64;
+                if tx_side {
+                    (*h.tx_attr).msg_order = bit;
+                } else {
+                    (*h.rx_attr).msg_order = bit;
+                }
+            });
+            assert_eq!(r.err(), Some(ENODATA), "{name} tx_side {tx_side}");
+        }
+    }
+    let r = query(api(), |h| unsafe {
+        (*h.tx_attr).msg_order = sys::FI_ORDER_RAW as u64;
+        (*h.ep_attr).max_order_raw_size = usize::MAX;
+    });
+    assert_eq!(r.err(), Some(ENODATA), "a RAW size over max_msg_size");
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! over loopback UDP through the real libfabric core: RMA write / read /
 //! writedata / inject at several sizes with verified contents, atomics with
 //! fetched and compared results, counters, remote-access errors, bad arguments,
-//! the `*valid` queries and both memory-registration modes.
+//! the `*valid` queries, both memory-registration modes, and the RAW / WAR /
+//! WAW orderings an endpoint keeps when asked.
 
 mod common;
 use common::fab::*;
@@ -24,6 +25,14 @@ const ATOMIC: u64 = sys::FI_ATOMIC as u64;
 const READ: u64 = sys::FI_READ as u64;
 const WRITE: u64 = sys::FI_WRITE as u64;
 const REMOTE_RW: u64 = (sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE) as u64;
+
+/// No progress assist in this process (10 s): a side the test does not call
+/// does not move, which `fence_orders_read_after_write` and
+/// `asked_orders_hold_through_the_provider` rely on.
+fn setup() {
+    std::env::set_var("FI_SPRAY_ASSIST_US", "10000000");
+    init();
+}
 
 /// What one completion said.
 #[derive(Debug)]
@@ -80,7 +89,7 @@ fn quiet(cq: *mut sys::fid_cq, other: *mut sys::fid_cq) {
 
 /// `fi_getinfo` for an RDM endpoint with RMA and atomics, offering `mr_mode`.
 fn rma_info(mr_mode: i32) -> *mut sys::fi_info {
-    init();
+    setup();
     unsafe {
         let hints = sys::fi_dupinfo(null());
         (*(*hints).ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;
@@ -115,7 +124,14 @@ struct Pair {
 
 impl Pair {
     fn new(mr_mode: i32) -> Pair {
+        Pair::ordered(mr_mode, 0)
+    }
+
+    /// As `new`, the endpoints opened with `order` added to the info's
+    /// transmit `msg_order` (as an application whose hints asked it).
+    fn ordered(mr_mode: i32, order: u64) -> Pair {
         let info = rma_info(mr_mode);
+        unsafe { (*(*info).tx_attr).msg_order |= order };
         let mk = || {
             let (fab, dom) = open_domain(info);
             let av = open_av(dom);
@@ -1167,6 +1183,115 @@ fn fence_orders_read_after_write() {
         let e = ok(wait_one(a.cq, b.cq));
         assert_eq!(e.op_context, ctx(&mut cr));
         assert!(rx == tx, "fenced read saw the whole write");
+    }
+    drop(mr);
+}
+
+/// Post `fi_write` (`write`) or `fi_read` of `buf` at offset 0 of `key` on side 0's peer.
+fn post_rw(p: &Pair, write: bool, buf: &mut [u8], key: u64, c: &mut u64) {
+    unsafe {
+        let rma = &*(*p.s[0].ep).rma;
+        let rc = if write {
+            rma.write.unwrap()(
+                p.s[0].ep,
+                buf.as_ptr().cast(),
+                buf.len(),
+                null_mut(),
+                p.peer[0],
+                0,
+                key,
+                ctx(c),
+            )
+        } else {
+            rma.read.unwrap()(
+                p.s[0].ep,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                null_mut(),
+                p.peer[0],
+                0,
+                key,
+                ctx(c),
+            )
+        };
+        assert_eq!(rc, 0, "post (write {write})");
+    }
+}
+
+/// An endpoint opened with FI_ORDER_RAW | WAR | WAW keeps them through the
+/// whole stack (the hints reach the engine): ops posted back to back on the
+/// same 2 MiB take effect in post order. A read posted right behind a write
+/// sees all of it and completes after it; a write posted right behind a read
+/// leaves the read all old bytes (the target streams a read from memory as it
+/// sends it, so without WAR the write's bytes land under a read in progress);
+/// of two writes the second wins. (The deterministic check of every pattern
+/// under reordering paths is `provider/tests/msg_rma_order.rs`.)
+#[test]
+fn asked_orders_hold_through_the_provider() {
+    let order = (sys::FI_ORDER_RAW | sys::FI_ORDER_WAR | sys::FI_ORDER_WAW) as u64;
+    let p = Pair::ordered(0, order);
+    let (a, b) = (&p.s[0], &p.s[1]);
+    let size = 2 << 20;
+    let mut region = pattern(size, 1);
+    let mr = mr_reg(b.dom, &mut region, REMOTE_RW, 41).unwrap();
+    let key = mr.key();
+    for round in 0..3 {
+        let (mut c1, mut c2) = (10 + round as u64 * 2, 11 + round as u64 * 2);
+        let mut first = pattern(size, 2 + round * 2);
+        let mut second = pattern(size, 3 + round * 2);
+        let mut back = vec![0u8; size];
+        // RAW: write, then read back.
+        post_rw(&p, true, &mut first, key, &mut c1);
+        post_rw(&p, false, &mut back, key, &mut c2);
+        let e1 = ok(wait_one(a.cq, b.cq));
+        let e2 = ok(wait_one(a.cq, b.cq));
+        assert_eq!(
+            (e1.op_context, e2.op_context),
+            (ctx(&mut c1), ctx(&mut c2)),
+            "round {round} RAW: completion order"
+        );
+        assert!(
+            back == first,
+            "round {round} RAW: the read missed the write"
+        );
+        // WAR: read, then overwrite; only the initiator runs for a while (it
+        // sends what it may), then only the target.
+        let mut back = vec![0u8; size];
+        post_rw(&p, false, &mut back, key, &mut c1);
+        post_rw(&p, true, &mut second, key, &mut c2);
+        let spin = |cq, ms| {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(ms) {
+                let _ = cq_read(cq, &mut []);
+            }
+        };
+        spin(a.cq, 30);
+        // The target takes what came: the read request, and without the
+        // order the write's first datagrams, which it applies at once. The
+        // initiator, not running, cannot have seen the read complete, so the
+        // write must not have left it.
+        spin(b.cq, 20);
+        assert!(
+            region == first,
+            "round {round} WAR: the write left before the read completed"
+        );
+        let _ = ok(wait_one(a.cq, b.cq));
+        let _ = ok(wait_one(a.cq, b.cq));
+        assert!(
+            back == first,
+            "round {round} WAR: the read saw the later write"
+        );
+        // WAW: two writes, the second wins.
+        let mut third = pattern(size, 100 + round);
+        post_rw(&p, true, &mut third, key, &mut c1);
+        post_rw(&p, true, &mut second, key, &mut c2);
+        let _ = ok(wait_one(a.cq, b.cq));
+        let _ = ok(wait_one(a.cq, b.cq));
+        quiet(a.cq, b.cq);
+        assert!(
+            region == second,
+            "round {round} WAW: the first write landed last"
+        );
     }
     drop(mr);
 }

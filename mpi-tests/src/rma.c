@@ -1,7 +1,10 @@
 /* rma.c - self-checking one-sided communication: MPI_Put, MPI_Get, MPI_Accumulate
  * under active-target (MPI_Win_fence) and passive-target (MPI_Win_lock/unlock)
  * synchronisation, small and large transfers, on a window made with
- * MPI_Win_create over malloc'd memory (so no shared-memory window is used). */
+ * MPI_Win_create over malloc'd memory (so no shared-memory window is used);
+ * and MPI's default accumulate ordering (same origin, same target location:
+ * rar, raw, war, waw), which an MPI may hand to the provider's atomics when
+ * the provider grants FI_ORDER_ATOMIC_* with a size. */
 #include "common.h"
 
 static int g_size;
@@ -158,6 +161,44 @@ static void test_lock(int *base, MPI_Win win)
     free(dst);
 }
 
+/* Accumulate ordering: every rank, in one passive epoch to its right
+ * neighbour, alternates MPI_Accumulate(REPLACE, v_i) and MPI_Fetch_and_op(NO_OP)
+ * on one int, K pairs before a flush: fetch i must see v_i (read after write)
+ * and not v_{i+1} (write after read), and after the flush the int is v_K
+ * (write after write). Nothing but the ordering makes this hold: the ops are
+ * all outstanding together. */
+static void test_acc_order(int *base, MPI_Win win)
+{
+    phase("accumulate order");
+    enum { K = 64, ROUNDS = 20 };
+    int right = (g_rank + 1) % g_size, left = (g_rank + g_size - 1) % g_size;
+    MPI_Aint disp = WIN_INTS - 1; /* one origin per target: its left neighbour */
+    int vals[K], got[K], bad = 0;
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_OK(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win));
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < K; i++) {
+            vals[i] = tval(g_rank, r * K + i);
+            got[i] = -1;
+            MPI_OK(MPI_Accumulate(&vals[i], 1, MPI_INT, right, disp, 1, MPI_INT, MPI_REPLACE, win));
+            MPI_OK(MPI_Fetch_and_op(NULL, &got[i], MPI_INT, right, disp, MPI_NO_OP, win));
+        }
+        MPI_OK(MPI_Win_flush(right, win));
+        for (int i = 0; i < K; i++)
+            bad += got[i] != vals[i];
+    }
+    MPI_OK(MPI_Win_unlock(right, win));
+    CHECK(bad == 0, "accumulate order: %d of %d fetches saw another value than the replace before them",
+          bad, K * ROUNDS);
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    lock_self(win);
+    int last = base[disp];
+    unlock_self(win);
+    CHECK(last == tval(left, ROUNDS * K - 1), "accumulate order: the last replace from %d is %d, not %d",
+          left, last, tval(left, ROUNDS * K - 1));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -182,6 +223,7 @@ int main(int argc, char **argv)
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
     test_fence(base, win);
     test_lock(base, win);
+    test_acc_order(base, win);
     MPI_OK(MPI_Win_free(&win));
     free(base);
     return finish("rma");

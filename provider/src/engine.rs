@@ -101,6 +101,11 @@ impl<B: UserBuf> Engine<B> {
         self.msg.set_rma_target(target);
     }
 
+    /// The orderings this endpoint's one-sided ops keep (`RmaOrder`; default none).
+    pub fn set_rma_order(&mut self, order: crate::msg::RmaOrder) {
+        self.msg.set_rma_order(order);
+    }
+
     /// Largest element count of one atomic of datatype `dt` (`compare`: a compare op).
     pub fn max_atomic_count(&self, dt: AtomicType, compare: bool) -> usize {
         self.msg.max_atomic_count(dt, compare)

@@ -202,6 +202,34 @@ pub enum RmaKind<B> {
     },
 }
 
+/// The orderings of one-sided operations an initiator keeps towards each
+/// peer (`FI_ORDER_RAW` / `WAR` / `WAW`, in any of their plain, `RMA_` and
+/// `ATOMIC_` forms): an op that would read after (`raw`) or write after (`waw`)
+/// a started write, or write after a started read (`war`), waits until those
+/// earlier ops completed. A write or atomic completes on the target's reply,
+/// after it applied every byte, and a read once all its data came back, so the
+/// target applies the later op after the earlier one, whatever paths their
+/// datagrams take. Reads after reads never wait. Default: no ordering.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RmaOrder {
+    /// Read after write.
+    pub raw: bool,
+    /// Write after read.
+    pub war: bool,
+    /// Write after write.
+    pub waw: bool,
+}
+
+impl RmaOrder {
+    /// Must an op that reads (`r`) and / or writes (`w`) target memory wait,
+    /// with `reads` / `writes` started, unfinished ops before it?
+    pub fn must_wait(self, r: bool, w: bool, reads: u32, writes: u32) -> bool {
+        (r && self.raw && writes > 0)
+            || (w && self.war && reads > 0)
+            || (w && self.waw && writes > 0)
+    }
+}
+
 /// A one-sided operation (`fi_write`, `fi_read`, `fi_atomic`, ... and their msg forms).
 #[derive(Debug)]
 pub struct RmaOp<B> {

@@ -9,6 +9,7 @@ use crate::hash::FastMap;
 use super::atomic::{op_code, op_has_operands, type_code};
 use super::op::{
     atomic_valid, AtomicCall, AtomicType, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
+    RmaOrder,
 };
 use super::pump::{Step, DEFER_MIN_BYTES};
 use super::rma_target::{Reply, TargetState};
@@ -64,6 +65,10 @@ pub(crate) struct RmaOut<B> {
     pub handed_all: bool,
     /// Read: response bytes placed.
     pub arrived: usize,
+    /// It reads target memory (a read, a fetching atomic): for `RmaOrder`.
+    pub reads: bool,
+    /// It writes target memory (a write, any atomic): for `RmaOrder`.
+    pub writes: bool,
 }
 
 /// Per-peer RMA state (kept in the message layer's `PeerState`).
@@ -75,6 +80,12 @@ pub(crate) struct RmaPeer {
     pub queue: VecDeque<usize>,
     /// Our started, unfinished ops towards this peer.
     pub started: u32,
+    /// Of those, the ones that read / write target memory (`RmaOut::reads`, `writes`).
+    pub started_reads: u32,
+    pub started_writes: u32,
+    /// The queue's front op may not start yet: it waits for earlier ops to
+    /// complete (`RmaOrder`; kept by `rma_refresh_hold`).
+    pub hold: bool,
     /// Target side: small replies to send (WRITE_DONE, RMA_NAK, ATOMIC_RESP).
     pub replies: VecDeque<Reply>,
     /// Target side: reads being streamed back, front first.
@@ -90,7 +101,7 @@ pub(crate) struct RmaPeer {
 impl RmaPeer {
     /// Our own ops can send now (front started, or room to start another).
     fn can_start(&self) -> bool {
-        !self.queue.is_empty() && self.started < MAX_RMA_INFLIGHT
+        !self.queue.is_empty() && !self.hold && self.started < MAX_RMA_INFLIGHT
     }
 
     /// Something for `pump` to hand down.
@@ -106,6 +117,8 @@ pub(crate) struct RmaState<B> {
     pub out_map: FastMap<(u32, u32), usize>,
     pub target: TargetState<B>,
     pub stats: RmaStats,
+    /// The orderings our ops keep (the endpoint's; default none).
+    pub order: RmaOrder,
 }
 
 impl<B> RmaState<B> {
@@ -115,6 +128,7 @@ impl<B> RmaState<B> {
             out_map: FastMap::default(),
             target: TargetState::new(),
             stats: RmaStats::default(),
+            order: RmaOrder::default(),
         }
     }
 }
@@ -179,6 +193,12 @@ impl<B: UserBuf> MsgLayer<B> {
             }
         }
         let peer = op.peer;
+        let (reads, writes) = match &op.kind {
+            RmaKind::Write { .. } => (false, true),
+            RmaKind::Read => (true, false),
+            RmaKind::Atomic { .. } => (false, true),
+            RmaKind::FetchAtomic { .. } | RmaKind::CompareAtomic { .. } => (true, true),
+        };
         let id = self.rma.outs.insert(RmaOut {
             op,
             id: 0,
@@ -187,10 +207,31 @@ impl<B: UserBuf> MsgLayer<B> {
             next_off: 0,
             handed_all: false,
             arrived: 0,
+            reads,
+            writes,
         });
         self.peer_mut(peer).rma.queue.push_back(id);
+        self.rma_refresh_hold(peer);
         self.wake(peer);
         Ok(())
+    }
+
+    /// Set the orderings our one-sided ops keep (`RmaOrder`); before any is posted.
+    pub fn set_rma_order(&mut self, order: RmaOrder) {
+        self.rma.order = order;
+    }
+
+    /// Recompute whether `p`'s front op must wait for earlier ones (after the
+    /// queue's front or the started counts changed).
+    fn rma_refresh_hold(&mut self, p: PeerId) {
+        let order = self.rma.order;
+        let st = &self.peer_mut(p).rma;
+        let front = st.queue.front().copied();
+        let (reads, writes) = (st.started_reads, st.started_writes);
+        let hold = front
+            .and_then(|slot| self.rma.outs.get(slot))
+            .is_some_and(|m| !m.started && order.must_wait(m.reads, m.writes, reads, writes));
+        self.peer_mut(p).rma.hold = hold;
     }
 
     /// `pump`'s RMA hook: hand one RMA datagram of `p` down if it is RMA's turn
@@ -225,9 +266,13 @@ impl<B: UserBuf> MsgLayer<B> {
         let payload_max = self.payload_max;
         let Some(started) = self.rma.outs.get(slot).map(|m| m.started) else {
             self.peer_mut(p).rma.queue.pop_front();
+            self.rma_refresh_hold(p);
             return Step::Idle;
         };
         if !started {
+            if self.peer_mut(p).rma.hold {
+                return Step::Idle;
+            }
             self.start_op(p, slot);
         }
         let Some(m) = self.rma.outs.get(slot) else {
@@ -249,6 +294,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 if done {
                     m.handed_all = true;
                     self.peer_mut(p).rma.queue.pop_front();
+                    self.rma_refresh_hold(p);
                 }
                 Step::Sent
             }
@@ -263,10 +309,17 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Give our op in `slot` (the front of `p`'s RMA queue) its id.
     fn start_op(&mut self, p: PeerId, slot: usize) {
+        let (reads, writes) = self
+            .rma
+            .outs
+            .get(slot)
+            .map_or((false, false), |m| (m.reads, m.writes));
         let st = &mut self.peer_mut(p).rma;
         let id = st.next_id;
         st.next_id = id.wrapping_add(1);
         st.started += 1;
+        st.started_reads += u32::from(reads);
+        st.started_writes += u32::from(writes);
         self.rma.out_map.insert((p.0, id), slot);
         self.rma.stats.live_ops += 1;
         if let Some(m) = self.rma.outs.get_mut(slot) {
@@ -290,11 +343,14 @@ impl<B: UserBuf> MsgLayer<B> {
         let st = &mut self.peer_mut(p).rma;
         if m.started {
             st.started = st.started.saturating_sub(1);
+            st.started_reads = st.started_reads.saturating_sub(u32::from(m.reads));
+            st.started_writes = st.started_writes.saturating_sub(u32::from(m.writes));
         }
         if !m.handed_all {
             st.queue.retain(|&x| x != slot);
         }
-        // A freed start slot may let a queued op go.
+        // A freed start slot (or a finished earlier op) may let a queued op go.
+        self.rma_refresh_hold(p);
         self.wake(p);
         let kind = match m.op.kind {
             RmaKind::Write { .. } => CompKind::Write,
