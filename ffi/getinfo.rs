@@ -57,7 +57,8 @@ const TX_OP_FLAGS: u64 = FI_COMPLETION
 /// asked: RAR, RAW, WAR, WAW (bits 0, 1, 3, 4) and their `RMA_` / `ATOMIC_`
 /// forms (bits 32..40). The initiator holds an op back until the earlier ops
 /// it must follow have completed (`spray::msg::RmaOrder`; a write completes on
-/// the target's reply, after every byte landed), so they hold for every size:
+/// the target's reply, after every byte landed; each form for the pairs
+/// fi_endpoint(3) gives it, `rma_order`), so they hold for every size:
 /// `max_order_*_size` = `max_msg_size`. Intel MPI and MPICH ask the `ATOMIC_`
 /// forms (and read the sizes before sending accumulates as atomics). RAS, WAS,
 /// SAR and SAW (one-sided against messages) are not kept: asked, they are
@@ -73,11 +74,20 @@ const FI_ORDER_WAW: u64 = 1 << 4;
 /// The orderings an endpoint opened with these `msg_order` bits (its
 /// transmit and receive attributes together) keeps for its one-sided ops.
 pub fn rma_order(msg_order: u64) -> spray::msg::RmaOrder {
-    let any = |plain: u64, bit: u32| msg_order & (plain | 1 << bit | 1 << (bit + 4)) != 0;
+    // Plain bit: every pair; RMA_ form (bit): RMA ops among themselves;
+    // ATOMIC_ form (bit + 4): atomics among themselves.
+    let scope = |plain: u64, bit: u32| {
+        let all = msg_order & plain != 0;
+        spray::msg::OrderScope {
+            rma: all || msg_order & 1 << bit != 0,
+            atomic: all || msg_order & 1 << (bit + 4) != 0,
+            cross: all,
+        }
+    };
     spray::msg::RmaOrder {
-        raw: any(FI_ORDER_RAW, 33),
-        war: any(FI_ORDER_WAR, 34),
-        waw: any(FI_ORDER_WAW, 35),
+        raw: scope(FI_ORDER_RAW, 33),
+        war: scope(FI_ORDER_WAR, 34),
+        waw: scope(FI_ORDER_WAW, 35),
     }
 }
 /// Capabilities of the receiving side only (target caps); the rest but

@@ -38,7 +38,7 @@ mod token;
 
 pub use op::{
     atomic_valid, AtomicCall, AtomicOp, AtomicType, CompError, CompKind, Completion, OpError,
-    RecvFlags, RecvOp, RmaKind, RmaOp, RmaOrder, SendOp,
+    OrderScope, RecvFlags, RecvOp, RmaKind, RmaOp, RmaOrder, SendOp, Started,
 };
 
 use std::collections::VecDeque;

@@ -202,31 +202,85 @@ pub enum RmaKind<B> {
     },
 }
 
+/// Which pairs of one-sided ops one ordering (RAW, WAR or WAW) covers:
+/// libfabric's `FI_ORDER_RMA_x` orders RMA ops among themselves,
+/// `FI_ORDER_ATOMIC_x` atomics among themselves, and the plain `FI_ORDER_x`
+/// both and every RMA op against every atomic.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrderScope {
+    /// An RMA op (read, write) after an RMA op.
+    pub rma: bool,
+    /// An atomic after an atomic.
+    pub atomic: bool,
+    /// An RMA op after an atomic, or an atomic after an RMA op.
+    pub cross: bool,
+}
+
+impl OrderScope {
+    /// Every pair (the plain `FI_ORDER_x` bit).
+    pub const ALL: OrderScope = OrderScope {
+        rma: true,
+        atomic: true,
+        cross: true,
+    };
+
+    /// Does it order a later op (`later_atomic`) after an earlier one (`earlier_atomic`)?
+    pub fn covers(self, earlier_atomic: bool, later_atomic: bool) -> bool {
+        match (earlier_atomic, later_atomic) {
+            (false, false) => self.rma,
+            (true, true) => self.atomic,
+            _ => self.cross,
+        }
+    }
+}
+
+/// Started, unfinished one-sided ops towards one peer, by what they do to
+/// target memory: `[rma, atomic]` x (reads, writes).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Started {
+    /// Ops that read target memory (RMA reads; fetching atomics).
+    pub reads: [u32; 2],
+    /// Ops that write it (RMA writes; every atomic).
+    pub writes: [u32; 2],
+}
+
 /// The orderings of one-sided operations an initiator keeps towards each
-/// peer (`FI_ORDER_RAW` / `WAR` / `WAW`, in any of their plain, `RMA_` and
-/// `ATOMIC_` forms): an op that would read after (`raw`) or write after (`waw`)
-/// a started write, or write after a started read (`war`), waits until those
-/// earlier ops completed. A write or atomic completes on the target's reply,
-/// after it applied every byte, and a read once all its data came back, so the
-/// target applies the later op after the earlier one, whatever paths their
-/// datagrams take. Reads after reads never wait. Default: no ordering.
+/// peer (`FI_ORDER_RAW` / `WAR` / `WAW` and their `RMA_` / `ATOMIC_` forms,
+/// each an `OrderScope`): an op that would read after (`raw`) or write after
+/// (`waw`) a started write, or write after a started read (`war`), of a kind
+/// the scope covers, waits until those earlier ops completed. A write or
+/// atomic completes on the target's reply, after it applied every byte, and a
+/// read once all its data came back, so the target applies the later op after
+/// the earlier one, whatever paths their datagrams take. Reads after reads
+/// never wait. Default: no ordering.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct RmaOrder {
     /// Read after write.
-    pub raw: bool,
+    pub raw: OrderScope,
     /// Write after read.
-    pub war: bool,
+    pub war: OrderScope,
     /// Write after write.
-    pub waw: bool,
+    pub waw: OrderScope,
 }
 
 impl RmaOrder {
-    /// Must an op that reads (`r`) and / or writes (`w`) target memory wait,
-    /// with `reads` / `writes` started, unfinished ops before it?
-    pub fn must_wait(self, r: bool, w: bool, reads: u32, writes: u32) -> bool {
-        (r && self.raw && writes > 0)
-            || (w && self.war && reads > 0)
-            || (w && self.waw && writes > 0)
+    /// Every ordering, every pair.
+    pub const ALL: RmaOrder = RmaOrder {
+        raw: OrderScope::ALL,
+        war: OrderScope::ALL,
+        waw: OrderScope::ALL,
+    };
+
+    /// Must an op (`atomic` or RMA) that reads (`r`) and / or writes (`w`)
+    /// target memory wait for the `started` ops before it?
+    pub fn must_wait(self, atomic: bool, r: bool, w: bool, started: &Started) -> bool {
+        [false, true].into_iter().any(|earlier| {
+            let k = usize::from(earlier);
+            let (reads, writes) = (started.reads[k] > 0, started.writes[k] > 0);
+            (r && writes && self.raw.covers(earlier, atomic))
+                || (w && reads && self.war.covers(earlier, atomic))
+                || (w && writes && self.waw.covers(earlier, atomic))
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use crate::hash::FastMap;
 use super::atomic::{op_code, op_has_operands, type_code};
 use super::op::{
     atomic_valid, AtomicCall, AtomicType, CompError, CompKind, Completion, OpError, RmaKind, RmaOp,
-    RmaOrder,
+    RmaOrder, Started,
 };
 use super::pump::{Step, DEFER_MIN_BYTES};
 use super::rma_target::{Reply, TargetState};
@@ -69,6 +69,8 @@ pub(crate) struct RmaOut<B> {
     pub reads: bool,
     /// It writes target memory (a write, any atomic): for `RmaOrder`.
     pub writes: bool,
+    /// An atomic (else a read or write): for `RmaOrder`.
+    pub atomic: bool,
 }
 
 /// Per-peer RMA state (kept in the message layer's `PeerState`).
@@ -80,9 +82,8 @@ pub(crate) struct RmaPeer {
     pub queue: VecDeque<usize>,
     /// Our started, unfinished ops towards this peer.
     pub started: u32,
-    /// Of those, the ones that read / write target memory (`RmaOut::reads`, `writes`).
-    pub started_reads: u32,
-    pub started_writes: u32,
+    /// Of those, the ones that read / write target memory, RMA and atomics apart.
+    pub started_rw: Started,
     /// The queue's front op may not start yet: it waits for earlier ops to
     /// complete (`RmaOrder`; kept by `rma_refresh_hold`).
     pub hold: bool,
@@ -199,6 +200,7 @@ impl<B: UserBuf> MsgLayer<B> {
             RmaKind::Atomic { .. } => (false, true),
             RmaKind::FetchAtomic { .. } | RmaKind::CompareAtomic { .. } => (true, true),
         };
+        let atomic = !matches!(op.kind, RmaKind::Write { .. } | RmaKind::Read);
         let id = self.rma.outs.insert(RmaOut {
             op,
             id: 0,
@@ -209,6 +211,7 @@ impl<B: UserBuf> MsgLayer<B> {
             arrived: 0,
             reads,
             writes,
+            atomic,
         });
         self.peer_mut(peer).rma.queue.push_back(id);
         self.rma_refresh_hold(peer);
@@ -227,10 +230,10 @@ impl<B: UserBuf> MsgLayer<B> {
         let order = self.rma.order;
         let st = &self.peer_mut(p).rma;
         let front = st.queue.front().copied();
-        let (reads, writes) = (st.started_reads, st.started_writes);
+        let started = st.started_rw;
         let hold = front
             .and_then(|slot| self.rma.outs.get(slot))
-            .is_some_and(|m| !m.started && order.must_wait(m.reads, m.writes, reads, writes));
+            .is_some_and(|m| !m.started && order.must_wait(m.atomic, m.reads, m.writes, &started));
         self.peer_mut(p).rma.hold = hold;
     }
 
@@ -309,17 +312,18 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// Give our op in `slot` (the front of `p`'s RMA queue) its id.
     fn start_op(&mut self, p: PeerId, slot: usize) {
-        let (reads, writes) = self
+        let (reads, writes, atomic) = self
             .rma
             .outs
             .get(slot)
-            .map_or((false, false), |m| (m.reads, m.writes));
+            .map_or((false, false, false), |m| (m.reads, m.writes, m.atomic));
         let st = &mut self.peer_mut(p).rma;
         let id = st.next_id;
         st.next_id = id.wrapping_add(1);
         st.started += 1;
-        st.started_reads += u32::from(reads);
-        st.started_writes += u32::from(writes);
+        let k = usize::from(atomic);
+        st.started_rw.reads[k] += u32::from(reads);
+        st.started_rw.writes[k] += u32::from(writes);
         self.rma.out_map.insert((p.0, id), slot);
         self.rma.stats.live_ops += 1;
         if let Some(m) = self.rma.outs.get_mut(slot) {
@@ -343,8 +347,10 @@ impl<B: UserBuf> MsgLayer<B> {
         let st = &mut self.peer_mut(p).rma;
         if m.started {
             st.started = st.started.saturating_sub(1);
-            st.started_reads = st.started_reads.saturating_sub(u32::from(m.reads));
-            st.started_writes = st.started_writes.saturating_sub(u32::from(m.writes));
+            let (r, w) = (&mut st.started_rw.reads, &mut st.started_rw.writes);
+            let k = usize::from(m.atomic);
+            r[k] = r[k].saturating_sub(u32::from(m.reads));
+            w[k] = w[k].saturating_sub(u32::from(m.writes));
         }
         if !m.handed_all {
             st.queue.retain(|&x| x != slot);
