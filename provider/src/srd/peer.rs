@@ -5,7 +5,7 @@
 use core::net::SocketAddr;
 use std::collections::VecDeque;
 
-use super::cc::bbr::Bbr;
+use super::cc::Cc;
 use super::path::{PathSet, INITIAL_RTT};
 use super::pool::Pool;
 use super::recovery::Recovery;
@@ -120,8 +120,8 @@ pub struct Peer {
     pub rx: Rx,
     /// Paths towards it.
     pub paths: PathSet,
-    /// Congestion controller.
-    pub cc: Bbr,
+    /// Congestion controller (`cc/`).
+    pub cc: Cc,
     /// Timers.
     pub timers: TimerTable,
     /// Loss recovery: tail probes, stall probes, the retransmission timer,
@@ -209,7 +209,7 @@ impl Peer {
             } else {
                 p.paths
             }),
-            cc: Bbr::new(
+            cc: Cc::new(
                 u64::from(p.initial_window) * mss,
                 min_window,
                 p.ack_delay_ns,
