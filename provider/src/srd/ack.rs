@@ -112,8 +112,8 @@ impl Peer {
     ) {
         let mut s = AckSample {
             acked_bytes,
-            min_rtt_ns: self.paths.min_rtt(),
-            median_srtt_ns: self.paths.median_srtt_at(now),
+            min_rtt_ns: self.paths.min_rtt().unwrap_or(0),
+            median_srtt_ns: self.paths.median_srtt_at(now).unwrap_or(0),
             // A repeat's delay is the age of a packet whose first ack
             // was lost, not a hold: taken as one, a lost ack then a
             // probe's answer 30 ms later made every later timeout wait

@@ -347,11 +347,12 @@ impl Peer {
                     // each path in turn, and several paths share a link's
                     // queue), while the median follows what most paths see
                     // now.
-                    let slow = median > 0 && srtt > OVERDUE_MEDIANS * median;
-                    let (srtt, var) = if slow && self.tx.credit.is_none() {
-                        (srtt.min(OVERDUE_MEDIANS * median), var.min(median))
-                    } else {
-                        (srtt.max(median), var)
+                    let (srtt, var) = match median {
+                        Some(m) if srtt > OVERDUE_MEDIANS * m && self.tx.credit.is_none() => {
+                            (srtt.min(OVERDUE_MEDIANS * m), var.min(m))
+                        }
+                        Some(m) => (srtt.max(m), var),
+                        None => (srtt, var),
                     };
                     let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
                     if now >= t {
@@ -409,10 +410,9 @@ impl Peer {
     /// and credit permitting); the receiver drops whichever arrives second.
     /// Returns whether a packet was queued for resending.
     pub fn hedge_slow_tail(&mut self, ctx: &mut Ctx<'_>, now: Instant) -> bool {
-        let median = self.paths.median_srtt_at(now);
-        if median == 0 {
+        let Some(median) = self.paths.median_srtt_at(now) else {
             return false;
-        }
+        };
         // Only at the tail: the fast paths ran dry while slow ones still
         // hold packets (the newest of a slow queue would arrive last). One
         // copy at a time: it makes a fast path busy until acked.
@@ -538,13 +538,7 @@ impl Peer {
     /// Soonest an answer to a probe sent now can come back, ns: an ack
     /// arriving earlier left the peer before the probe arrived.
     fn probe_answer_ns(&self) -> u64 {
-        let min = self.paths.min_rtt();
-        let min = if min == 0 || min == u64::MAX {
-            self.srtt_ns
-        } else {
-            min
-        };
-        min / 2
+        self.paths.min_rtt().unwrap_or(self.srtt_ns) / 2
     }
 
     /// The retransmission timer fired. A loss, or a receiver that does not
