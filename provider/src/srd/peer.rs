@@ -284,7 +284,7 @@ impl Peer {
     /// Does the ACK being handled answer our PROBE number `no` (or a later
     /// one)? An answer to an earlier probe may have left the peer before
     /// `no` arrived (before the packets `no` asks about, too). A peer that
-    /// does not echo (0) is taken at its word, as before numbering.
+    /// does not echo (0) is taken at its word (any answer counts).
     pub fn answers(&self, no: u32) -> bool {
         self.ack_answers_probe
             && (self.answer_no == 0 || no != 0 && self.answer_no.wrapping_sub(no) as i32 >= 0)
@@ -447,7 +447,7 @@ mod tests {
         // Not an answer at all (no ACK_NOW).
         p.ack_answers_probe = false;
         assert!(!p.answers(first));
-        // A peer that does not echo (0) is believed, as before numbering.
+        // A peer that does not echo (0) is believed: any answer counts.
         p.ack_answers_probe = true;
         p.answer_no = 0;
         assert!(p.answers(second) && p.answers(0));
