@@ -24,7 +24,7 @@ const REORDER_PACKETS: u64 = 3;
 
 /// A packet is overdue (lost) at most this many median path RTTs (doubled,
 /// plus variation) after its send once later ones were acked, however slow
-/// its own path (see `detect_losses`).
+/// its own path (see `Peer::overdue_at`).
 const OVERDUE_MEDIANS: u64 = 2;
 
 /// Tail-loss probes before falling back to the RTO.
@@ -333,28 +333,8 @@ impl Peer {
                     deadline = Some(t);
                 }
                 if !lost && self.recovery.largest_acked_sent > slot.sent {
-                    // Something sent after it (on any path) was acked: it is
-                    // overdue once well past its own path's RTT, but at most
-                    // a few median path RTTs: a path 10x slower than the
-                    // others (its queue holding most of the window) is as
-                    // good as lossy, and waiting out its RTT stalls the
-                    // transfer. Not under a receiver credit: there the
-                    // paths share the receiver's queue, their RTTs differ
-                    // by chance, and the cap took late packets for lost
-                    // (25x the losses, and RTOs, at 64 senders).
-                    // Nor is it overdue sooner than at the median path
-                    // RTT: a path's own RTT can be stale (flowlets visit
-                    // each path in turn, and several paths share a link's
-                    // queue), while the median follows what most paths see
-                    // now.
-                    let (srtt, var) = match median {
-                        Some(m) if srtt > OVERDUE_MEDIANS * m && self.tx.credit.is_none() => {
-                            (srtt.min(OVERDUE_MEDIANS * m), var.min(m))
-                        }
-                        Some(m) => (srtt.max(m), var),
-                        None => (srtt, var),
-                    };
-                    let t = slot.sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay);
+                    // Something sent after it (on any path) was acked.
+                    let t = self.overdue_at(slot.sent, srtt, var, median, ack_delay);
                     if now >= t {
                         ctx.stats.lost_overdue += 1;
                         lost = true;
@@ -376,6 +356,35 @@ impl Peer {
             Some(t) => self.timers.set(Timer::Loss, t),
             None => self.timers.stop(Timer::Loss),
         }
+    }
+
+    /// When a packet sent at `sent` on a path of `srtt` and `var` (ns) is
+    /// overdue, given that something sent after it was acked: once well
+    /// past its own path's RTT, but at most a few median path RTTs (`median`):
+    /// a path 10x slower than the others (its queue holding most of the
+    /// window) is as good as lossy, and waiting out its RTT stalls the
+    /// transfer. Not under a receiver credit: there the paths share the
+    /// receiver's queue, their RTTs differ by chance, and the cap took late
+    /// packets for lost (25x the losses, and RTOs, at 64 senders). Nor is it
+    /// overdue sooner than at the median path RTT: a path's own RTT can be
+    /// stale (flowlets visit each path in turn, and several paths share a
+    /// link's queue), while the median follows what most paths see now.
+    fn overdue_at(
+        &self,
+        sent: Instant,
+        srtt: u64,
+        var: u64,
+        median: Option<u64>,
+        ack_delay: u64,
+    ) -> Instant {
+        let (srtt, var) = match median {
+            Some(m) if srtt > OVERDUE_MEDIANS * m && self.tx.credit.is_none() => {
+                (srtt.min(OVERDUE_MEDIANS * m), var.min(m))
+            }
+            Some(m) => (srtt.max(m), var),
+            None => (srtt, var),
+        };
+        sent + Duration::from_nanos(2 * srtt + 4 * var + ack_delay)
     }
 
     /// Queue `psn` for retransmission; `confirmed` = evidence of loss (not a
