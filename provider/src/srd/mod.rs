@@ -12,6 +12,7 @@ mod place;
 mod pool;
 mod rails;
 mod reclaim;
+mod recovery;
 mod recv;
 mod rx;
 mod send;

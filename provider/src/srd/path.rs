@@ -324,7 +324,7 @@ pub struct PathSet {
     /// yet: no per-path caps).
     window_bytes: u64,
     /// `median_srtt` as of `median_at` (see `median_srtt_at`), ns.
-    median_ns: u64,
+    median_ns: Option<u64>,
     /// When `median_ns` was computed (`None` = never).
     median_at: Option<Instant>,
     /// The flowlet under way: (path, new data packets it may still take).
@@ -370,7 +370,7 @@ impl PathSet {
             rtos: 0,
             tail_probes: 0,
             window_bytes: 0,
-            median_ns: 0,
+            median_ns: None,
             median_at: None,
             flowlet: None,
             flowlet_cap: FLOWLET_CAP_START,
@@ -466,7 +466,7 @@ impl PathSet {
     }
 
     /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
-    pub fn median_srtt_at(&mut self, now: Instant) -> u64 {
+    pub fn median_srtt_at(&mut self, now: Instant) -> Option<u64> {
         let fresh = self
             .median_at
             .is_some_and(|t| now.saturating_since(t).as_nanos() < MEDIAN_REUSE_NS && t <= now);
@@ -486,15 +486,12 @@ impl PathSet {
         }
     }
 
-    /// Median smoothed RTT over paths with samples, ns (0 = none).
-    pub fn median_srtt(&self) -> u64 {
+    /// Median smoothed RTT over the paths with samples that are not bad,
+    /// ns (`None`: no such path).
+    pub fn median_srtt(&self) -> Option<u64> {
         if let [p] = &self.paths[..] {
             // One path (a peer on this host): no sort, no 512-byte scratch.
-            return if p.health == Health::Bad {
-                0
-            } else {
-                p.srtt_ns
-            };
+            return (p.health != Health::Bad && p.srtt_ns != 0).then_some(p.srtt_ns);
         }
         let mut v = [0u64; 64];
         let mut n = 0;
@@ -505,26 +502,22 @@ impl PathSet {
             }
         }
         if n == 0 {
-            return 0;
+            return None;
         }
         let s = &mut v[..n];
         s.sort_unstable();
-        s[n / 2]
+        Some(s[n / 2])
     }
 
-    /// Smallest min-RTT over all paths, ns (0 = none).
-    pub fn min_rtt(&self) -> u64 {
-        let m = self
-            .paths
+    /// Smallest min-RTT over all paths, ns (`None` before any sample).
+    pub fn min_rtt(&self) -> Option<u64> {
+        self.paths
             .iter()
             .map(|p| p.min_rtt_ns)
             .min()
-            .unwrap_or(u64::MAX);
-        if m == u64::MAX {
-            0
-        } else {
-            m
-        }
+            // (A path's `min_rtt_ns` is `u64::MAX` before its first sample;
+            // samples are at least 1 ns.)
+            .filter(|&m| m != u64::MAX)
     }
 
     /// Sum of the recent delivery rates of the usable paths, bytes/s.
@@ -604,7 +597,10 @@ impl PathSet {
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
-        if median == 0 || p.srtt_ns == 0 || p.health != Health::Good {
+        let Some(median) = median else {
+            return;
+        };
+        if p.srtt_ns == 0 || p.health != Health::Good {
             return;
         }
         let band = (median / 2).max(WEIGHT_DEADBAND_NS);
@@ -626,7 +622,10 @@ impl PathSet {
             .iter()
             .enumerate()
             .filter(|&(i, p)| {
-                i != usize::from(avoid) && p.usable() && p.srtt_ns != 0 && p.srtt_ns <= 2 * median
+                i != usize::from(avoid)
+                    && p.usable()
+                    && p.srtt_ns != 0
+                    && median.is_some_and(|m| p.srtt_ns <= 2 * m)
             })
             .min_by_key(|&(_, p)| p.inflight_pkts())
             .map(|(i, _)| i as u8);
@@ -646,7 +645,8 @@ impl PathSet {
     /// fabric) spread nothing, and flowlets stay long. A longer RTT alone
     /// (work waiting for a busy host's CPU) does not shorten them.
     pub fn on_flowlet_acked(&mut self, ack_span_ns: u64, send_span_ns: u64) {
-        let base = self.min_rtt();
+        // Before any RTT sample, the spread is judged on its own.
+        let base = self.min_rtt().unwrap_or(0);
         let spread = ack_span_ns.saturating_sub(send_span_ns);
         if spread > base / 2 + FLOWLET_SPREAD_NS {
             self.flowlet_cap = (self.flowlet_cap / 2).max(1);
@@ -739,7 +739,7 @@ impl PathSet {
                 // cap is there to keep a slow path's queue short.
                 let median = self.median_srtt_at(now);
                 let p = &self.paths[usize::from(i)];
-                let slow = median > 0 && p.srtt_ns > 2 * median;
+                let slow = median.is_some_and(|m| p.srtt_ns > 2 * m);
                 let room = !slow || {
                     let total = self.total_rate_at(now);
                     Self::path_has_room(&self.paths[usize::from(i)], now, total, self.window_bytes)
@@ -811,11 +811,12 @@ impl PathSet {
             // A path much slower than the median gets a share inversely
             // proportional to its RTT (down to 1/32), so it does not hold
             // up completion.
-            let w = if median > 0 && p.srtt_ns > 2 * median {
-                let slow = (p.srtt_ns / median).min(32);
-                (u64::from(p.weight) / slow).max(1)
-            } else {
-                u64::from(p.weight)
+            let w = match median {
+                Some(m) if p.srtt_ns > 2 * m => {
+                    let slow = (p.srtt_ns / m).min(32);
+                    (u64::from(p.weight) / slow).max(1)
+                }
+                _ => u64::from(p.weight),
             } as i64;
             p.wrr += w;
             sum += w;

@@ -5,29 +5,16 @@
 use core::net::SocketAddr;
 use std::collections::VecDeque;
 
-use super::cc::bbr::Bbr;
+use super::cc::Cc;
 use super::path::{PathSet, INITIAL_RTT};
 use super::pool::Pool;
+use super::recovery::Recovery;
 use super::rx::Rx;
 use super::timer::{Timer, TimerTable};
 use super::tx::{SlotState, Tx};
 use super::SrdStats;
 use crate::dgram::{DgramEvent, FailReason, PeerId};
 use crate::time::Instant;
-
-/// Tail-loss probes before falling back to the RTO.
-const MAX_TLP: u32 = 2;
-
-/// Tail-loss probe time before any RTT sample, ns: well above a LAN's RTT,
-/// far below the initial RTO, so a first packet lost in an incast's first
-/// round trip (the unscheduled one) is resent soon.
-const UNSAMPLED_PTO_NS: u64 = 200_000;
-
-/// Under fan-in limits (`Peer::fan_in_limited`), the tail-loss probe waits at
-/// least this many `min_rto`s...
-const FAN_IN_TLP_MINS: u64 = 2;
-/// ... and the retransmission timer at least this many.
-const FAN_IN_RTO_MINS: u64 = 16;
 
 /// Shortest bandwidth sample, ns (see `Peer::bw_sample`).
 const BW_SAMPLE_MIN_NS: u64 = 1_000_000;
@@ -133,38 +120,21 @@ pub struct Peer {
     pub rx: Rx,
     /// Paths towards it.
     pub paths: PathSet,
-    /// Congestion controller.
-    pub cc: Bbr,
+    /// Congestion controller (`cc/`).
+    pub cc: Cc,
     /// Timers.
     pub timers: TimerTable,
+    /// Loss recovery: tail probes, stall probes, the retransmission timer,
+    /// hedging (`recovery.rs`).
+    pub recovery: Recovery,
     /// Smoothed RTT over all paths, ns (0 = none).
     pub srtt_ns: u64,
     /// RTT variation over all paths, ns.
     pub rttvar_ns: u64,
-    /// Send time of the latest-sent packet acknowledged (any path).
-    pub largest_acked_sent: Instant,
-    /// Retransmission timer reference: last progress or idle→busy send.
-    pub rto_base: Instant,
-    /// Per-peer RTO stretch, percent (0..25): desynchronises the timeouts
-    /// of many senders that lost their first flight together (incast).
-    pub rto_jitter_pct: u64,
     /// When the latest new DATA packet arrived from this peer.
     pub rx_last_data: Option<Instant>,
     /// When the latest DATA packet left.
     pub last_data_sent: Instant,
-    /// Tail-loss probes sent since the last progress (at most `MAX_TLP`).
-    pub tlp_count: u32,
-    /// PSN the tail-loss probe resends: it goes out regardless of window and
-    /// credit (with everything in flight lost, nothing else would).
-    pub tlp_psn: Option<u32>,
-    /// When the retransmission timer last fired, until an ack decides whether
-    /// it was spurious (see `ack_one`).
-    pub rto_fired: Option<Instant>,
-    /// PSN just queued for resending by `hedge_slow_tail`: it goes on a
-    /// fast path.
-    pub hedge_psn: Option<u32>,
-    /// PSNs moved off a slow path and not yet acked (at most 64).
-    pub hedged: Vec<u32>,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -193,26 +163,11 @@ pub struct Peer {
     pub rx_admit_at: Instant,
     /// Receiver: packets received from it since it was admitted.
     pub rx_admit_used: u32,
-    /// Sending after a quiet spell and nothing acked since: the RTT of this
-    /// flight is unknown (the receiver may have just been hit by many
-    /// senders going busy at once, the start of an incast), so the
-    /// retransmission timer gets the fan-in floor; the tail-loss probe
-    /// still repairs a lost packet quickly. At 32-64 flows nearly all RTOs
-    /// fired in the first 2 ms of the burst, on RTTs sampled while idle.
-    pub first_flight: bool,
     /// Start of the current bandwidth sample (`ZERO` = none: the next ack
     /// starts one), see `Peer::bw_sample`.
     pub bw_from: Instant,
     /// `tx.delivered` at `bw_from`, bytes.
     pub bw_from_delivered: u64,
-    /// When the latest answer to a PROBE of ours (an ACK with ACK_NOW)
-    /// arrived.
-    pub last_answer: Instant,
-    /// A stall probe (PROBE, ACK_NOW) must go out.
-    pub stall_probe_due: bool,
-    /// When the stall probe awaiting its answer left (`None` = none): an
-    /// answer without progress proves a live receiver lacking our packet.
-    pub stall_probe_at: Option<Instant>,
     /// The packet being handled is an ACK answering a PROBE of ours (flag
     /// ACK_NOW on an ACK): it reflects everything the peer had received.
     pub ack_answers_probe: bool,
@@ -221,25 +176,11 @@ pub struct Peer {
     pub answer_no: u32,
     /// Number of the latest PROBE we sent (0 = none yet).
     pub probe_no: u32,
-    /// Number the pending stall probe went out with (0 = not sent yet).
-    pub stall_probe_no: u32,
-    /// The path of the latest stall probe while it has no answer: the next
-    /// one goes elsewhere (a PROBE's loss marks no path, and the fast path
-    /// chosen every time may be the dead one).
-    pub stall_probe_path: Option<u8>,
-    /// Number the pending tail ask went out with (0 = not sent yet).
-    pub tail_ask_no: u32,
     /// Receiver: number of the latest PROBE read from this peer, echoed by
     /// the ACK answering it.
     pub rx_probe_no: u32,
     /// Receiver: a PROBE arrived; the pure ACK answering it carries ACK_NOW.
     pub probe_to_answer: bool,
-    /// A tail ask (PROBE, ACK_NOW) must go out, see `Peer::on_tlp`.
-    pub tail_ask_due: bool,
-    /// The newest packet a tail ask asks about, and when the ask fired: an
-    /// answer still lacking it proves it lost (the ask took its path, behind
-    /// it), and it is resent at once.
-    pub tail_ask: Option<(u32, Instant)>,
 }
 
 impl Peer {
@@ -268,25 +209,20 @@ impl Peer {
             } else {
                 p.paths
             }),
-            cc: Bbr::new(
+            cc: Cc::new(
                 u64::from(p.initial_window) * mss,
                 min_window,
                 p.ack_delay_ns,
                 p.max_host_delay_ns,
             ),
             timers: TimerTable::default(),
+            recovery: Recovery::new(
+                crate::rng::Rng::new(p.seed ^ (u64::from(id.0) << 32)).below(25),
+            ),
             srtt_ns: 0,
             rttvar_ns: 0,
-            largest_acked_sent: Instant::ZERO,
-            rto_base: Instant::ZERO,
             rx_last_data: None,
-            rto_jitter_pct: crate::rng::Rng::new(p.seed ^ (u64::from(id.0) << 32)).below(25),
             last_data_sent: Instant::ZERO,
-            tlp_count: 0,
-            tlp_psn: None,
-            rto_fired: None,
-            hedge_psn: None,
-            hedged: Vec::new(),
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             credit_probe_due: false,
@@ -300,22 +236,13 @@ impl Peer {
             rx_listed: false,
             rx_admit_at: Instant::ZERO,
             rx_admit_used: 0,
-            first_flight: false,
             bw_from: Instant::ZERO,
             bw_from_delivered: 0,
-            last_answer: Instant::ZERO,
-            stall_probe_due: false,
-            stall_probe_at: None,
             ack_answers_probe: false,
             answer_no: 0,
             probe_no: 0,
-            stall_probe_no: 0,
-            stall_probe_path: None,
-            tail_ask_no: 0,
             rx_probe_no: 0,
             probe_to_answer: false,
-            tail_ask_due: false,
-            tail_ask: None,
         }
     }
 
@@ -357,7 +284,7 @@ impl Peer {
     /// Does the ACK being handled answer our PROBE number `no` (or a later
     /// one)? An answer to an earlier probe may have left the peer before
     /// `no` arrived (before the packets `no` asks about, too). A peer that
-    /// does not echo (0) is taken at its word, as before numbering.
+    /// does not echo (0) is taken at its word (any answer counts).
     pub fn answers(&self, no: u32) -> bool {
         self.ack_answers_probe
             && (self.answer_no == 0 || no != 0 && self.answer_no.wrapping_sub(no) as i32 >= 0)
@@ -378,30 +305,6 @@ impl Peer {
         }
     }
 
-    /// Current retransmission timeout, ns, with back-off.
-    pub fn rto_ns(&self, p: &Params) -> u64 {
-        let base = if self.srtt_ns == 0 {
-            3 * INITIAL_RTT.as_nanos() as u64
-        } else {
-            // RTT samples leave out how long the receiver held packets before
-            // acking (descheduled on a busy host), but the timer must not: a
-            // receiver off the CPU for a few ms is not a loss. Its recent
-            // peak, uncapped: with 65 busy processes on 2 CPUs a receiver
-            // waits tens of ms for its turn, and the senders' timers then
-            // expired (almost all of the RTOs at 32-64 flows were spurious).
-            self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay_peak())
-        };
-        let floor = if self.fan_in_limited() || self.first_flight {
-            FAN_IN_RTO_MINS * p.min_rto_ns
-        } else {
-            p.min_rto_ns
-        };
-        let b = base.clamp(floor.min(p.max_rto_ns), p.max_rto_ns);
-        let b = b + b / 100 * self.rto_jitter_pct;
-        b.saturating_mul(1 << self.tx.rto_backoff.min(16))
-            .min(p.max_rto_ns)
-    }
-
     /// Fold an RTT sample into the peer-wide estimate.
     pub fn on_rtt(&mut self, s: u64) {
         if self.srtt_ns == 0 {
@@ -418,51 +321,6 @@ impl Peer {
         } else {
             self.rttvar_ns = (3 * self.rttvar_ns + self.srtt_ns.abs_diff(s)) / 4;
             self.srtt_ns = (7 * self.srtt_ns + s) / 8;
-        }
-    }
-
-    /// Re-arm the RTO and unreachable timers from the current state.
-    pub fn update_timers(&mut self, p: &Params) {
-        if self.tx.pkts_in_flight > 0 {
-            let rto_at = self.rto_base + core::time::Duration::from_nanos(self.rto_ns(p));
-            self.timers.set(Timer::Rto, rto_at);
-            // Tail-loss probe: far sooner than the RTO when the RTT is known,
-            // so a lost last packet (e.g. in a ping-pong) costs ~2 RTTs.
-            // A second probe (after twice the wait) covers a lost first one.
-            let base = if self.srtt_ns == 0 {
-                // Stretched like the RTO, so the losers of a first burst
-                // do not all come back at the same instant.
-                UNSAMPLED_PTO_NS + UNSAMPLED_PTO_NS / 100 * self.rto_jitter_pct
-            } else if self.tx.pkts_in_flight > 2 {
-                // A whole flight going silent is a receiver off the CPU far
-                // more often than a lost tail: wait out its usual hold (its
-                // later acks would reveal a real loss anyway).
-                2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
-            } else {
-                2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
-            };
-            let base = if self.fan_in_limited() {
-                base.max(FAN_IN_TLP_MINS * p.min_rto_ns)
-            } else {
-                base
-            };
-            let pto = base << self.tlp_count.min(4);
-            let tlp_at = self.last_data_sent + core::time::Duration::from_nanos(pto);
-            if self.tlp_count < MAX_TLP && tlp_at < rto_at {
-                self.timers.set(Timer::Tlp, tlp_at);
-            } else {
-                self.timers.stop(Timer::Tlp);
-            }
-        } else {
-            self.timers.stop(Timer::Rto);
-            self.timers.stop(Timer::Tlp);
-            self.tx.rto_backoff = 0;
-        }
-        if self.tx.busy() && !self.tx.idle_until_poll {
-            let at = self.tx.last_progress + core::time::Duration::from_nanos(p.unreachable_ns);
-            self.timers.set(Timer::Unreachable, at);
-        } else {
-            self.timers.stop(Timer::Unreachable);
         }
     }
 
@@ -491,7 +349,7 @@ impl Peer {
         self.tx.retx.clear();
         self.tx.bytes_in_flight = 0;
         self.tx.pkts_in_flight = 0;
-        self.tx.rto_backoff = 0;
+        self.recovery.rto_backoff = 0;
         self.paths.reset_ordering();
         self.timers.stop(Timer::Rto);
         self.timers.stop(Timer::Tlp);
@@ -500,11 +358,11 @@ impl Peer {
         self.timers.stop(Timer::Pacing);
         self.timers.stop(Timer::Credit);
         self.credit_probe_due = false;
-        self.stall_probe_due = false;
-        self.stall_probe_at = None;
-        self.stall_probe_path = None;
-        self.tail_ask_due = false;
-        self.tail_ask = None;
+        self.recovery.stall_probe_due = false;
+        self.recovery.stall_probe_at = None;
+        self.recovery.stall_probe_path = None;
+        self.recovery.tail_ask_due = false;
+        self.recovery.tail_ask = None;
     }
 
     /// The peer restarted as incarnation `nonce` (a live peer completed a
@@ -531,7 +389,7 @@ impl Peer {
         self.retired_nonces.rotate_right(1);
         self.retired_nonces[0] = self.remote_nonce;
         self.remote_nonce = nonce;
-        self.largest_acked_sent = Instant::ZERO;
+        self.recovery.largest_acked_sent = Instant::ZERO;
     }
 }
 
@@ -547,8 +405,8 @@ impl Peer {
             && !self.hs_due
             && !self.credit_probe_due
             && !self.probe_to_answer
-            && !self.stall_probe_due
-            && !self.tail_ask_due
+            && !self.recovery.stall_probe_due
+            && !self.recovery.tail_ask_due
             && !self.rx.ack_now
             && self.rx.unacked == 0
             && self.timers.next().is_none()
@@ -589,7 +447,7 @@ mod tests {
         // Not an answer at all (no ACK_NOW).
         p.ack_answers_probe = false;
         assert!(!p.answers(first));
-        // A peer that does not echo (0) is believed, as before numbering.
+        // A peer that does not echo (0) is believed: any answer counts.
         p.ack_answers_probe = true;
         p.answer_no = 0;
         assert!(p.answers(second) && p.answers(0));

@@ -24,7 +24,7 @@ impl Peer {
         core::mem::size_of::<Peer>()
             + self.tx.slots.capacity() * core::mem::size_of::<Slot>()
             + self.tx.retx.capacity() * 4
-            + self.hedged.capacity() * 4
+            + self.recovery.hedged.capacity() * 4
             + self.paths.paths.capacity() * core::mem::size_of::<super::path::Path>()
             + paths
             + self.rails_memory()

@@ -369,8 +369,8 @@ impl Srd {
         // `Peer::on_rto_timer`).
         peer.ack_answers_probe = h.ty == PacketType::Ack && h.flags & flags::ACK_NOW != 0;
         peer.answer_no = h.psn;
-        if peer.stall_probe_at.is_some() && peer.answers(peer.stall_probe_no) {
-            peer.last_answer = now;
+        if peer.recovery.stall_probe_at.is_some() && peer.answers(peer.recovery.stall_probe_no) {
+            peer.recovery.last_answer = now;
         }
         if let Some(ack) = &h.ack {
             let ext = if h.ty == PacketType::Ack {

@@ -13,7 +13,7 @@ use super::Transmit;
 use crate::time::Instant;
 
 /// Idle this long before sending again, a sender's flight counts as a
-/// first flight (see `Peer::first_flight`), ns.
+/// first flight (see `Recovery::first_flight`), ns.
 const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
 /// A flowlet is what the pacing rate sends in this long, at most, ns.
 const FLOWLET_NS: u64 = 100_000;
@@ -64,7 +64,7 @@ impl Peer {
         }
     }
 
-    fn header(&self, ctx: &Ctx<'_>, ty: PacketType, path: u8) -> Repr {
+    pub(super) fn header(&self, ctx: &Ctx<'_>, ty: PacketType, path: u8) -> Repr {
         Repr {
             ty,
             flags: 0,
@@ -82,7 +82,7 @@ impl Peer {
     /// May one more packet go out under the receiver's credit? Always when
     /// nothing is in flight, unless the receiver granted 0 (it schedules
     /// its senders: this one waits for a grant, probing now and then).
-    fn credit_ok(&self) -> bool {
+    pub(super) fn credit_ok(&self) -> bool {
         match self.tx.credit {
             None => true,
             Some(c) => self.tx.pkts_in_flight < c || (self.tx.pkts_in_flight == 0 && c > 0),
@@ -105,7 +105,7 @@ impl Peer {
     }
 
     /// Anything to send after the packet just taken (flag MORE)?
-    fn has_more(&self) -> bool {
+    pub(super) fn has_more(&self) -> bool {
         self.tx.next_send != self.tx.next_psn || !self.tx.retx.is_empty()
     }
 
@@ -130,7 +130,7 @@ impl Peer {
     }
 
     /// Path of the oldest packet in flight.
-    fn oldest_in_flight_path(&self) -> Option<u8> {
+    pub(super) fn oldest_in_flight_path(&self) -> Option<u8> {
         let mut psn = self.tx.una;
         while psn != self.tx.next_send {
             let slot = self.tx.slot(psn);
@@ -199,7 +199,9 @@ impl Peer {
         (bytes / p.max_payload.max(1) as u128).clamp(1, u128::from(p.flowlet)) as u32
     }
 
-    /// The next packet for this peer, written into `buf`.
+    /// The next packet for this peer, written into `buf`, in order of
+    /// precedence: handshake, rails, probes (credit, a probe's answer, stall,
+    /// tail ask), resends, new data, a pure ACK.
     pub fn poll_transmit(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -221,57 +223,18 @@ impl Peer {
             }
         }
         if self.credit_probe_due {
-            self.credit_probe_due = false;
-            self.credit_probes = self.credit_probes.saturating_add(1);
-            ctx.stats.credit_probes += 1;
-            let path = self.paths.pick_control(None);
-            let mut h = self.header(ctx, PacketType::Probe, path);
-            h.flags = flags::MORE;
-            h.psn = self.next_probe_no();
-            return self.finish(ctx, h, buf, None);
+            return self.credit_probe(ctx, buf);
         }
         if self.probe_to_answer && self.rx.any {
             // A PROBE's answer goes at once and on its own (not piggybacked
             // on DATA): only a flagged pure ACK tells the prober it answers.
             return self.pure_ack(ctx, now, buf);
         }
-        if self.stall_probe_due {
-            // The retransmission timer found the receiver silent: ask for
-            // its ack state (48 bytes) on a fast path other than the one
-            // the oldest packet took, instead of resending data.
-            self.stall_probe_due = false;
-            let avoid = self.oldest_in_flight_path();
-            let path = match (self.stall_probe_path, avoid) {
-                // The previous stall probe got no answer: the next path in
-                // turn (a PROBE marks no path lost, so the fast path would
-                // be chosen again, dead or not: a rank across a blackholed
-                // link sent 23 in 8 s on one dead path until its peers
-                // were declared unreachable).
-                (Some(last), _) => self.paths.pick_control(Some(last)),
-                // (`pick_fast` avoids a path, so never probes a bad one.)
-                (None, Some(a)) => self.paths.pick_fast(now, a).0,
-                (None, None) => self.paths.pick_control(None),
-            };
-            self.stall_probe_path = Some(path);
-            let mut h = self.header(ctx, PacketType::Probe, path);
-            h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
-            h.psn = self.next_probe_no();
-            self.stall_probe_no = h.psn;
-            return self.finish(ctx, h, buf, None);
+        if self.recovery.stall_probe_due {
+            return self.stall_probe(ctx, now, buf);
         }
-        if self.tail_ask_due {
-            // A tail ask (see `on_tlp`): a PROBE on the asked packet's path,
-            // so it arrives after that packet unless the packet was lost.
-            self.tail_ask_due = false;
-            let path = match self.tail_ask {
-                Some((psn, _)) if self.tx.is_sent(psn) => self.tx.slot(psn).path,
-                _ => self.paths.pick_control(None),
-            };
-            let mut h = self.header(ctx, PacketType::Probe, path);
-            h.flags = flags::ACK_NOW | if self.has_more() { flags::MORE } else { 0 };
-            h.psn = self.next_probe_no();
-            self.tail_ask_no = h.psn;
-            return self.finish(ctx, h, buf, None);
+        if self.recovery.tail_ask_due {
+            return self.tail_ask(ctx, buf);
         }
         if self.tx.next_send == self.tx.next_psn
             && self.tx.retx.is_empty()
@@ -280,76 +243,11 @@ impl Peer {
             self.hedge_slow_tail(ctx, now);
         }
         let window = self.cc.window();
-        // Retransmissions first: they bypass pacing but respect the window.
-        while let Some(&psn) = self.tx.retx.front() {
-            if !self.tx.is_sent(psn) || self.tx.slot(psn).state != SlotState::Lost {
-                self.tx.retx.pop_front();
-                continue;
-            }
-            let probe = self.tlp_psn == Some(psn);
-            if !probe
-                && (self.tx.pkts_in_flight > 0 && self.tx.bytes_in_flight >= window
-                    || !self.credit_ok())
-            {
-                break;
-            }
-            if probe {
-                self.tlp_psn = None;
-            }
-            self.tx.retx.pop_front();
-            let old_path = self.tx.slot(psn).path;
-            // Like a hedge, a resend goes on a path no slower than most:
-            // it holds up the cumulative ack (and with it the send window),
-            // and one of several slow paths would hold it for their queue.
-            self.hedge_psn = None;
-            let (path, _) = self.paths.pick_fast(now, old_path);
-            ctx.stats.retransmits += 1;
-            let more = if self.has_more() { flags::MORE } else { 0 };
-            return Some(self.send_data(
-                ctx,
-                now,
-                psn,
-                path,
-                flags::RETRANSMIT | flags::ACK_NOW | more,
-                buf,
-            ));
+        if let Some(t) = self.poll_resend(ctx, now, buf, window) {
+            return Some(t);
         }
-        if self.tx.next_send != self.tx.next_psn {
-            let len = self.tx.slot(self.tx.next_send).len as u64;
-            let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
-            let credit_ok = self.credit_ok();
-            let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
-            // Every usable path at its in-flight cap: wait for an ack.
-            let path_ok = self.tx.pkts_in_flight == 0 || self.paths.has_room(now, window);
-            if window_ok && credit_ok && span_ok && path_ok {
-                match self.paced_until(now, ctx.p.max_payload as u64) {
-                    Some(t) => self.timers.set(Timer::Pacing, t),
-                    None => {
-                        self.timers.stop(Timer::Pacing);
-                        let psn = self.tx.next_send;
-                        self.tx.next_send = psn.wrapping_add(1);
-                        let flowlet = self.flowlet_packets(ctx.p);
-                        let more = self.has_more();
-                        let (path, probe) = self.paths.pick_flowlet(now, flowlet, more);
-                        let mut fl = if probe || self.credit_stalls() {
-                            flags::ACK_NOW
-                        } else {
-                            0
-                        };
-                        if self.has_more() {
-                            fl |= flags::MORE;
-                        }
-                        let t = self.send_data(ctx, now, psn, path, fl, buf);
-                        if !probe && flowlet > 1 {
-                            let seq = self.paths.paths[usize::from(path)].next_seq - 1;
-                            self.paths.on_flowlet_sent(path, seq, now);
-                        }
-                        return Some(t);
-                    }
-                }
-            } else if !window_ok {
-                ctx.stats.window_limited += 1;
-            }
+        if let Some(t) = self.poll_new_data(ctx, now, buf, window) {
+            return Some(t);
         }
         self.arm_credit_probe(ctx, now);
         let due = self.timers.due(Timer::Ack, now);
@@ -357,6 +255,69 @@ impl Peer {
             return self.pure_ack(ctx, now, buf);
         }
         None
+    }
+
+    /// A credit probe (PROBE with MORE): we hold data the receiver's zero
+    /// grant keeps back (`arm_credit_probe`).
+    fn credit_probe(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        self.credit_probe_due = false;
+        self.credit_probes = self.credit_probes.saturating_add(1);
+        ctx.stats.credit_probes += 1;
+        let path = self.paths.pick_control(None);
+        let mut h = self.header(ctx, PacketType::Probe, path);
+        h.flags = flags::MORE;
+        h.psn = self.next_probe_no();
+        self.finish(ctx, h, buf, None)
+    }
+
+    /// The next new DATA packet, if window, credit, send span, path room and
+    /// pacing let it go now (else the pacing timer is armed, or nothing).
+    fn poll_new_data(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        buf: &mut [u8],
+        window: u64,
+    ) -> Option<Transmit> {
+        if self.tx.next_send == self.tx.next_psn {
+            return None;
+        }
+        let len = self.tx.slot(self.tx.next_send).len as u64;
+        let window_ok = self.tx.pkts_in_flight == 0 || self.tx.bytes_in_flight + len <= window;
+        let credit_ok = self.credit_ok();
+        let span_ok = self.tx.next_send.wrapping_sub(self.tx.una) < WINDOW;
+        // Every usable path at its in-flight cap: wait for an ack.
+        let path_ok = self.tx.pkts_in_flight == 0 || self.paths.has_room(now, window);
+        if !(window_ok && credit_ok && span_ok && path_ok) {
+            if !window_ok {
+                ctx.stats.window_limited += 1;
+            }
+            return None;
+        }
+        if let Some(t) = self.paced_until(now, ctx.p.max_payload as u64) {
+            self.timers.set(Timer::Pacing, t);
+            return None;
+        }
+        self.timers.stop(Timer::Pacing);
+        let psn = self.tx.next_send;
+        self.tx.next_send = psn.wrapping_add(1);
+        let flowlet = self.flowlet_packets(ctx.p);
+        let more = self.has_more();
+        let (path, probe) = self.paths.pick_flowlet(now, flowlet, more);
+        let mut fl = if probe || self.credit_stalls() {
+            flags::ACK_NOW
+        } else {
+            0
+        };
+        if self.has_more() {
+            fl |= flags::MORE;
+        }
+        let t = self.send_data(ctx, now, psn, path, fl, buf);
+        if !probe && flowlet > 1 {
+            let seq = self.paths.paths[usize::from(path)].next_seq - 1;
+            self.paths.on_flowlet_sent(path, seq, now);
+        }
+        Some(t)
     }
 
     /// A pure ACK (header, SACK extension). One answering a PROBE carries
@@ -379,7 +340,7 @@ impl Peer {
         self.finish(ctx, h, buf, ack)
     }
 
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         ctx: &mut Ctx<'_>,
         mut h: Repr,
@@ -404,7 +365,7 @@ impl Peer {
         })
     }
 
-    fn send_data(
+    pub(super) fn send_data(
         &mut self,
         ctx: &mut Ctx<'_>,
         now: Instant,
@@ -476,11 +437,11 @@ impl Peer {
             }
         }
         if idle {
-            self.rto_base = now;
+            self.recovery.rto_base = now;
             // Unless the receiver acknowledged something within the last
             // few ms, how many other senders just went busy with us is
-            // unknown: see `Peer::first_flight`.
-            self.first_flight = now.saturating_since(self.tx.last_progress).as_nanos()
+            // unknown: see `Recovery::first_flight`.
+            self.recovery.first_flight = now.saturating_since(self.tx.last_progress).as_nanos()
                 > u128::from(FIRST_FLIGHT_QUIET_NS);
         }
         self.last_data_sent = now;

@@ -241,7 +241,7 @@ impl super::Srd {
                     peer: p.id,
                     addr: p.addr,
                     srtt_ns: p.srtt_ns,
-                    min_rtt_ns: p.paths.min_rtt(),
+                    min_rtt_ns: p.paths.min_rtt().unwrap_or(0),
                     rto_ns: p.rto_ns(&self.p),
                     cwnd_bytes: p.cc.window(),
                     pacing_rate_bps: p.cc.pacing_rate().unwrap_or(0),

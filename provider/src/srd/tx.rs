@@ -131,8 +131,6 @@ pub struct Tx {
     pub last_progress: Instant,
     /// Went busy in `send` (no clock there): `last_progress` is stamped at the next poll.
     pub idle_until_poll: bool,
-    /// Retransmission-timer back-off exponent.
-    pub rto_backoff: u32,
     /// Receiver credit: most packets we may have in flight (`None` = unlimited).
     /// Before the first ack it is the unscheduled allowance.
     pub credit: Option<u32>,
@@ -157,7 +155,6 @@ impl Tx {
             delivered_at: Instant::ZERO,
             last_progress: Instant::ZERO,
             idle_until_poll: false,
-            rto_backoff: 0,
             credit: Some(unscheduled),
             credit_heard: false,
         }

@@ -150,35 +150,9 @@ impl Bbr {
         }
     }
 
-    /// The receiver hold time the window covers, ns.
-    pub fn host_delay(&self) -> u64 {
-        self.host_delay_ns.min(self.max_host_delay_ns)
-    }
-
-    /// Peak of the receiver-reported hold time over the last second or so,
-    /// uncapped, ns: what the retransmission timer must wait out (a
-    /// receiver off the CPU is not a loss), where the window's term stays
-    /// capped. A long memory: a loaded host deschedules its processes every
-    /// few hundred ms, far apart compared with the window's peak (kept for
-    /// ten RTTs).
-    pub fn host_delay_peak(&self) -> u64 {
-        self.rto_hold_ns
-    }
-
     /// Is the connection as a whole queueing (most paths' RTT well above min)?
     pub fn congested(&self) -> bool {
         self.min_rtt_ns > 0 && self.median_srtt_ns > 2 * self.min_rtt_ns + 20_000
-    }
-
-    /// Bottleneck bandwidth estimate the window uses, bytes/s: the per-ack
-    /// peak, or the windowed one when smaller while the network queues and
-    /// no receiver credit bounds us (see the module doc).
-    pub fn bandwidth(&self) -> u64 {
-        if self.bw_avg > 0 && !self.receiver_limited && self.congested() {
-            self.bw.min(self.bw_avg)
-        } else {
-            self.bw
-        }
     }
 
     /// The window from the current state (see `window_bytes`).
@@ -309,6 +283,32 @@ impl Controller for Bbr {
 
     fn window(&self) -> u64 {
         self.window_bytes
+    }
+
+    /// Bottleneck bandwidth estimate the window uses, bytes/s: the per-ack
+    /// peak, or the windowed one when smaller while the network queues and
+    /// no receiver credit bounds us (see the module doc).
+    fn bandwidth(&self) -> u64 {
+        if self.bw_avg > 0 && !self.receiver_limited && self.congested() {
+            self.bw.min(self.bw_avg)
+        } else {
+            self.bw
+        }
+    }
+
+    /// The receiver hold time the window covers, ns.
+    fn host_delay(&self) -> u64 {
+        self.host_delay_ns.min(self.max_host_delay_ns)
+    }
+
+    /// Peak of the receiver-reported hold time over the last second or so,
+    /// uncapped, ns: what the retransmission timer must wait out (a
+    /// receiver off the CPU is not a loss), where the window's term stays
+    /// capped. A long memory: a loaded host deschedules its processes every
+    /// few hundred ms, far apart compared with the window's peak (kept for
+    /// ten RTTs).
+    fn host_delay_peak(&self) -> u64 {
+        self.rto_hold_ns
     }
 
     fn pacing_rate(&self) -> Option<u64> {
