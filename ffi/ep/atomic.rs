@@ -13,8 +13,8 @@ use spray::msg::{atomic_valid, AtomicCall, AtomicOp, AtomicType, RmaKind};
 use spray::{Config, Engine, EpMode, UserBuf};
 
 use crate::consts::*;
-use crate::ep::with_state;
-use crate::ep_state::{EpState, Errno};
+use crate::ep::endpoint::with_state;
+use crate::ep::state::{EpState, Errno};
 use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::{check, iface, sys};

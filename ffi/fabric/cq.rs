@@ -9,12 +9,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::domain::{self, Domain};
-use crate::ep::EpCore;
+use crate::ep::endpoint::EpCore;
+use crate::fabric::domain::{self, Domain};
+use crate::fabric::waitset::{self, WaitCore};
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
-use crate::waitset::{self, WaitCore};
-use crate::{guard, nosys, sys, wait};
+use crate::{fabric::wait, guard, nosys, sys};
 
 /// One successful completion, format-independent.
 #[derive(Copy, Clone, Debug, Default)]

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
+use crate::fabric::waitset::{self, WaitCore};
 use crate::fabric::Fabric;
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
-use crate::waitset::{self, WaitCore};
-use crate::{guard, nosys, sys, wait};
+use crate::{fabric::wait, guard, nosys, sys};
 
 /// An error event (pointers kept as integers so the queue is `Send`).
 #[derive(Copy, Clone, Debug, Default)]
@@ -315,6 +315,6 @@ unsafe extern "C" fn strerror(
 ) -> *const c_char {
     // SAFETY: buf is NULL or has len bytes (API contract).
     guard::guard(std::ptr::null(), || unsafe {
-        crate::cq::strerror_into(prov_errno, buf, len)
+        crate::fabric::cq::strerror_into(prov_errno, buf, len)
     })
 }

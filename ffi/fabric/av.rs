@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::addr::{self, SOCKADDR_IN6_LEN, SOCKADDR_IN_LEN};
 use crate::consts::*;
-use crate::domain::{self, Domain};
+use crate::fabric::domain::{self, Domain};
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
 use crate::{guard, nosys, sys};

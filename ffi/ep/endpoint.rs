@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::{atomic, msg, ops, rma, tagged};
 use crate::consts::*;
-use crate::domain::{self, Domain};
-use crate::ep_state::{EpSetup, EpState};
+use crate::ep::state::{EpSetup, EpState};
+use crate::fabric::domain::{self, Domain};
 use crate::io::clock;
 use crate::obj::{self, FiObject};
 use crate::{
-    addr, assist, av, cntr, cq, ep_atomic, ep_msg, ep_ops, ep_rma, ep_tagged, eq, guard, iface,
-    limits, nosys, params, sys,
+    addr, assist, fabric::av, fabric::cntr, fabric::cq, fabric::eq, guard, iface, limits, nosys,
+    params, sys,
 };
 
 // CQs and counters of one thread may progress endpoints used by another.
@@ -243,7 +244,7 @@ pub unsafe extern "C" fn endpoint_open(
         }
         // One-sided operations exist on reliable endpoints only.
         let (rma, atomic) = if rdm {
-            (&ep_rma::RMA_OPS, &ep_atomic::ATOMIC_OPS)
+            (&rma::RMA_OPS, &atomic::ATOMIC_OPS)
         } else {
             (&nosys::RMA, &nosys::ATOMIC)
         };
@@ -260,11 +261,11 @@ pub unsafe extern "C" fn endpoint_open(
                     context,
                     ops: obj::ops_ptr(&FI_OPS),
                 },
-                ops: obj::ops_ptr(&ep_ops::EP_OPS),
-                cm: obj::ops_ptr(&ep_ops::CM_OPS),
-                msg: obj::ops_ptr(&ep_msg::MSG_OPS),
+                ops: obj::ops_ptr(&ops::EP_OPS),
+                cm: obj::ops_ptr(&ops::CM_OPS),
+                msg: obj::ops_ptr(&msg::MSG_OPS),
                 rma: obj::ops_ptr(rma),
-                tagged: obj::ops_ptr(&ep_tagged::TAGGED_OPS),
+                tagged: obj::ops_ptr(&tagged::TAGGED_OPS),
                 atomic: obj::ops_ptr(atomic),
                 collective: obj::ops_ptr(&nosys::COLLECTIVE),
             },
