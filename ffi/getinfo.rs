@@ -8,6 +8,7 @@ use std::os::raw::c_char;
 
 use crate::consts::*;
 use crate::iface::{self, Iface};
+use crate::limits::{IOV_LIMIT, RMA_IOV_LIMIT};
 use crate::{addr, assist, guard, limits, log, prov, sys};
 
 /// Capabilities of the RDM endpoint.
@@ -28,8 +29,6 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_REMOTE_COMM;
 /// Capabilities of the DGRAM endpoint.
 pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
-/// Scatter-gather entries per operation.
-pub const IOV_LIMIT: usize = 4;
 /// Operations that may be outstanding per queue by default (advertised `size`;
 /// `FI_SPRAY_TX_SIZE` / `FI_SPRAY_RX_SIZE` change it).
 pub const QUEUE_SIZE: usize = 16384;
@@ -90,8 +89,6 @@ const TX_ONLY_CAPS: u64 = FI_SEND | FI_READ | FI_WRITE;
 const RMA_MODIFIERS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Registration modes spray honours when the application offers them.
 const MR_MODES: i32 = (sys::FI_MR_VIRT_ADDR | sys::FI_MR_PROV_KEY) as i32;
-/// Remote memory regions per RMA operation.
-pub const RMA_IOV_LIMIT: usize = 1;
 /// Op flags we understand on receive.
 const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 

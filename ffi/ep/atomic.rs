@@ -15,8 +15,8 @@ use spray::{Config, Engine, EpMode, UserBuf};
 use crate::consts::*;
 use crate::ep::endpoint::with_state;
 use crate::ep::state::{EpState, Errno};
-use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
+use crate::limits::IOV_LIMIT;
 use crate::{check, iface, sys};
 
 /// `-FI_EOPNOTSUPP`: a datatype / operation spray does not offer.

@@ -15,8 +15,8 @@ use spray::{RmaAccess, RmaTarget};
 use crate::consts::err;
 use crate::consts::{fi_version, FI_HMEM_SYSTEM, FI_REMOTE_READ, FI_REMOTE_WRITE};
 use crate::fabric::domain::{self, Domain};
-use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
+use crate::limits::IOV_LIMIT;
 use crate::obj::{self, FiObject};
 use crate::{check, guard, nosys, sys};
 
