@@ -110,20 +110,14 @@ pub unsafe fn get<'a, F>(p: *mut F) -> Option<&'a Ep> {
 
 /// Run `f` on the locked state of endpoint `ep` (EINVAL if not ours).
 pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> isize) -> isize {
-    guard::ssize(|| {
-        // SAFETY: ep from the application; validated by get.
-        match unsafe { get(ep) } {
-            Some(e) => {
-                let mut st = e.core.state.lock();
-                let r = f(&mut st);
-                // Most calls progress the endpoint, which read the clock; the
-                // others leave an older time, which at worst lets the assist
-                // thread progress the endpoint once.
-                e.core.touched_at(st.progressed_ns);
-                r
-            }
-            None => err::EINVAL as isize,
-        }
+    obj::with_ssize(ep, |e: &Ep| {
+        let mut st = e.core.state.lock();
+        let r = f(&mut st);
+        // Most calls progress the endpoint, which read the clock; the
+        // others leave an older time, which at worst lets the assist
+        // thread progress the endpoint once.
+        e.core.touched_at(st.progressed_ns);
+        r
     })
 }
 

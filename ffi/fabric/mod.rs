@@ -11,6 +11,7 @@ pub mod eq;
 pub mod mr;
 pub mod poll;
 pub mod wait;
+pub mod waitable;
 pub mod waitset;
 
 use std::os::raw::{c_int, c_void};
