@@ -450,7 +450,7 @@ fn build_offers(
             if version < fi_version(1, 5) && o.mr_mode != FI_MR_SCALABLE {
                 // Before 1.5 mr_mode is an enum, BASIC or SCALABLE (FI_MR_UNSPEC
                 // asks the provider to pick); the domain's key table then uses
-                // virtual addresses and provider keys (mr.rs).
+                // virtual addresses and provider keys (fabric/mr.rs).
                 o.mr_mode = FI_MR_BASIC;
             }
             out.push(o);
