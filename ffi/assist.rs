@@ -28,9 +28,9 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use crate::consts::FI_PROGRESS_AUTO;
-use crate::ep::EpCore;
+use crate::ep::endpoint::EpCore;
 use crate::io::clock;
-use crate::{log, params, stats, sys, wait};
+use crate::{fabric::wait, log, params, stats, sys};
 
 struct Assist {
     eps: Mutex<Vec<Weak<EpCore>>>,

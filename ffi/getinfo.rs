@@ -8,6 +8,7 @@ use std::os::raw::c_char;
 
 use crate::consts::*;
 use crate::iface::{self, Iface};
+use crate::limits::{IOV_LIMIT, RMA_IOV_LIMIT};
 use crate::{addr, assist, guard, limits, log, prov, sys};
 
 /// Capabilities of the RDM endpoint.
@@ -28,8 +29,6 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_REMOTE_COMM;
 /// Capabilities of the DGRAM endpoint.
 pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
-/// Scatter-gather entries per operation.
-pub const IOV_LIMIT: usize = 4;
 /// Operations that may be outstanding per queue by default (advertised `size`;
 /// `FI_SPRAY_TX_SIZE` / `FI_SPRAY_RX_SIZE` change it).
 pub const QUEUE_SIZE: usize = 16384;
@@ -100,8 +99,6 @@ const TX_ONLY_CAPS: u64 = FI_SEND | FI_READ | FI_WRITE;
 const RMA_MODIFIERS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Registration modes spray honours when the application offers them.
 const MR_MODES: i32 = (sys::FI_MR_VIRT_ADDR | sys::FI_MR_PROV_KEY) as i32;
-/// Remote memory regions per RMA operation.
-pub const RMA_IOV_LIMIT: usize = 1;
 /// Op flags we understand on receive.
 const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 
@@ -463,7 +460,7 @@ fn build_offers(
             if version < fi_version(1, 5) && o.mr_mode != FI_MR_SCALABLE {
                 // Before 1.5 mr_mode is an enum, BASIC or SCALABLE (FI_MR_UNSPEC
                 // asks the provider to pick); the domain's key table then uses
-                // virtual addresses and provider keys (mr.rs).
+                // virtual addresses and provider keys (fabric/mr.rs).
                 o.mr_mode = FI_MR_BASIC;
             }
             out.push(o);
@@ -473,14 +470,56 @@ fn build_offers(
 }
 
 /// Match `o` against the hints, adjusting what we echo back. False = no match.
+/// Each attribute struct is matched by its own helper, in this order.
 unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
-    // Capabilities: everything asked must be ours; echo the asked primary caps and
-    // add our secondary ones.
-    if h.caps & !o.caps != 0 {
+    if !caps_match(h.caps, o) {
         return false;
     }
-    if h.caps != 0 {
-        o.caps = (h.caps & (FI_PRIMARY_CAPS | FI_CAP_MODIFIERS)) | (o.caps & FI_SECONDARY_CAPS);
+    // We require no mode bits, so any hints->mode is fine.
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
+    if let Some(ep) = unsafe { h.ep_attr.as_ref() } {
+        // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
+        if !unsafe { ep_attr_matches(version, ep, o) } {
+            return false;
+        }
+    }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
+    if let Some(d) = unsafe { h.domain_attr.as_ref() } {
+        // SAFETY: its name is NULL or a C string, its auth_key holds
+        // auth_key_size bytes (caller contract).
+        if !unsafe { domain_attr_matches(d, o) } {
+            return false;
+        }
+    }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
+    if let Some(f) = unsafe { h.fabric_attr.as_ref() } {
+        if !fabric_attr_matches(f) {
+            return false;
+        }
+    }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
+    if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
+        if !tx_attr_matches(tx, o) {
+            return false;
+        }
+    }
+    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
+    if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
+        if !rx_attr_matches(rx, o) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The hints' `caps`: everything asked must be ours; echo the asked primary
+/// caps and add our secondary ones.
+fn caps_match(caps: u64, o: &mut Offer) -> bool {
+    if caps & !o.caps != 0 {
+        return false;
+    }
+    if caps != 0 {
+        o.caps = (caps & (FI_PRIMARY_CAPS | FI_CAP_MODIFIERS)) | (o.caps & FI_SECONDARY_CAPS);
         if o.caps & (FI_SEND | FI_RECV) == 0 {
             o.caps |= FI_SEND | FI_RECV;
         }
@@ -488,166 +527,181 @@ unsafe fn matches(version: u32, h: &sys::fi_info, o: &mut Offer) -> bool {
             o.caps |= RMA_MODIFIERS;
         }
     }
-    // We require no mode bits, so any hints->mode is fine.
-    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
-    if let Some(ep) = unsafe { h.ep_attr.as_ref() } {
-        if ep.type_ != FI_EP_UNSPEC && ep.type_ != o.ep_type {
-            return false;
-        }
-        if ep.max_msg_size > o.max_msg_size {
-            return false;
-        }
-        if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 {
-            return false;
-        }
-        // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
-        match unsafe { crate::auth::key_of(ep.auth_key, ep.auth_key_size) } {
-            Ok(k) => o.ep_key = k,
-            Err(crate::auth::BadKey) => return false,
-        }
-        if ep.msg_prefix_size != 0 {
-            return false;
-        }
-        // One-sided orders hold for every op size (see ONE_SIDED_ORDERS).
-        let most = ep
-            .max_order_raw_size
-            .max(ep.max_order_war_size)
-            .max(ep.max_order_waw_size);
-        if most > o.max_msg_size {
-            return false;
-        }
-        if ep.protocol != sys::FI_PROTO_UNSPEC {
-            return false;
-        }
-        if ep.mem_tag_format != 0 && o.caps & FI_TAGGED != 0 {
-            let is_code = version >= fi_version(2, 0) && ep.mem_tag_format < FI_TAG_MAX_FORMAT;
-            if is_code && ep.mem_tag_format > FI_TAG_CCL {
-                return false;
-            }
-            // A code or any 64-bit mask: we match all 64 bits, so echo what was asked.
-            o.mem_tag_format = ep.mem_tag_format;
-        }
+    true
+}
+
+/// The hints' `ep_attr`.
+///
+/// # Safety
+/// `ep.auth_key` holds `ep.auth_key_size` bytes (or is NULL).
+unsafe fn ep_attr_matches(version: u32, ep: &sys::fi_ep_attr, o: &mut Offer) -> bool {
+    if ep.type_ != FI_EP_UNSPEC && ep.type_ != o.ep_type {
+        return false;
     }
-    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
-    if let Some(d) = unsafe { h.domain_attr.as_ref() } {
-        if !name_matches(d.name, &o.domain_name()) {
-            return false;
-        }
-        if d.threading != FI_THREAD_UNSPEC {
-            // Every level is served (we are thread-safe); echo what was asked.
-            o.threading = d.threading;
-        }
-        if ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.control_progress)
-            || ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO]
-                .contains(&d.data_progress)
-        {
-            return false;
-        }
-        // Control operations (AV, binding, enable, names) all complete inside
-        // their call, so automatic control progress holds trivially.
-        if d.control_progress != FI_PROGRESS_UNSPEC {
-            o.control_progress = d.control_progress;
-        }
-        // Automatic data progress is the assist thread's work (assist.rs): it
-        // steps in for such endpoints after `assist::AUTO_IDLE_NS` and wakes on
-        // their sockets. With the assist switched off nothing would.
-        if d.data_progress == FI_PROGRESS_AUTO && assist::idle_ns() == 0 {
-            return false;
-        }
-        if d.data_progress != FI_PROGRESS_UNSPEC {
-            o.data_progress = d.data_progress;
-        }
-        if d.resource_mgmt != FI_RM_UNSPEC {
-            o.resource_mgmt = d.resource_mgmt;
-        }
-        match d.av_type {
-            FI_AV_UNSPEC => {}
-            FI_AV_TABLE | FI_AV_MAP => o.av_type = d.av_type,
-            _ => return false,
-        }
-        if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
-            // Pre-1.5 style: echo; local buffers never need registration either way
-            // (the domain's MR table follows BASIC = virtual addresses, provider keys).
-            o.mr_mode = d.mr_mode;
-        } else if o.caps & (FI_RMA | FI_ATOMIC) != 0 {
-            // Remote keys and addresses: take the provider-key / virtual-address
-            // modes when the application supports them (every MPI's first choice,
-            // and no key collisions between its registrations); mode 0 otherwise.
-            o.mr_mode = d.mr_mode & MR_MODES;
-        }
-        if d.cq_data_size > CQ_DATA_SIZE {
-            return false;
-        }
-        if d.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM) & !o.caps != 0 {
-            return false;
-        }
-        // One transmit and one receive context per endpoint, as many
-        // endpoints as `endpoint_count` (what we advertise is what we accept).
-        let eps = endpoint_count();
-        if d.ep_cnt > eps || d.tx_ctx_cnt > eps || d.rx_ctx_cnt > eps {
-            return false;
-        }
-        if d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1 {
-            return false;
-        }
-        // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
-        match unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) } {
-            Ok(k) => o.domain_key = k,
-            Err(crate::auth::BadKey) => return false,
-        }
+    if ep.max_msg_size > o.max_msg_size {
+        return false;
     }
-    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
-    if let Some(f) = unsafe { h.fabric_attr.as_ref() } {
-        if !name_matches(f.name, prov::FABRIC_NAME) || !name_matches(f.prov_name, prov::NAME) {
+    if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 {
+        return false;
+    }
+    // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
+    match unsafe { crate::auth::key_of(ep.auth_key, ep.auth_key_size) } {
+        Ok(k) => o.ep_key = k,
+        Err(crate::auth::BadKey) => return false,
+    }
+    if ep.msg_prefix_size != 0 {
+        return false;
+    }
+    // One-sided orders hold for every op size (see ONE_SIDED_ORDERS).
+    let most = ep
+        .max_order_raw_size
+        .max(ep.max_order_war_size)
+        .max(ep.max_order_waw_size);
+    if most > o.max_msg_size {
+        return false;
+    }
+    if ep.protocol != sys::FI_PROTO_UNSPEC {
+        return false;
+    }
+    if ep.mem_tag_format != 0 && o.caps & FI_TAGGED != 0 {
+        let is_code = version >= fi_version(2, 0) && ep.mem_tag_format < FI_TAG_MAX_FORMAT;
+        if is_code && ep.mem_tag_format > FI_TAG_CCL {
             return false;
         }
+        // A code or any 64-bit mask: we match all 64 bits, so echo what was asked.
+        o.mem_tag_format = ep.mem_tag_format;
     }
-    // The message order we keep (SAS on RDM), and one-sided orders among
-    // themselves (see ONE_SIDED_ORDERS).
+    true
+}
+
+/// The hints' `domain_attr`.
+///
+/// # Safety
+/// `d.name` is NULL or a C string; `d.auth_key` holds `d.auth_key_size` bytes
+/// (or is NULL).
+unsafe fn domain_attr_matches(d: &sys::fi_domain_attr, o: &mut Offer) -> bool {
+    if !name_matches(d.name, &o.domain_name()) {
+        return false;
+    }
+    if d.threading != FI_THREAD_UNSPEC {
+        // Every level is served (we are thread-safe); echo what was asked.
+        o.threading = d.threading;
+    }
+    if ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.control_progress)
+        || ![FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO].contains(&d.data_progress)
+    {
+        return false;
+    }
+    // Control operations (AV, binding, enable, names) all complete inside
+    // their call, so automatic control progress holds trivially.
+    if d.control_progress != FI_PROGRESS_UNSPEC {
+        o.control_progress = d.control_progress;
+    }
+    // Automatic data progress is the assist thread's work (assist.rs): it
+    // steps in for such endpoints after `assist::AUTO_IDLE_NS` and wakes on
+    // their sockets. With the assist switched off nothing would.
+    if d.data_progress == FI_PROGRESS_AUTO && assist::idle_ns() == 0 {
+        return false;
+    }
+    if d.data_progress != FI_PROGRESS_UNSPEC {
+        o.data_progress = d.data_progress;
+    }
+    if d.resource_mgmt != FI_RM_UNSPEC {
+        o.resource_mgmt = d.resource_mgmt;
+    }
+    match d.av_type {
+        FI_AV_UNSPEC => {}
+        FI_AV_TABLE | FI_AV_MAP => o.av_type = d.av_type,
+        _ => return false,
+    }
+    if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
+        // Pre-1.5 style: echo; local buffers never need registration either way
+        // (the domain's MR table follows BASIC = virtual addresses, provider keys).
+        o.mr_mode = d.mr_mode;
+    } else if o.caps & (FI_RMA | FI_ATOMIC) != 0 {
+        // Remote keys and addresses: take the provider-key / virtual-address
+        // modes when the application supports them (every MPI's first choice,
+        // and no key collisions between its registrations); mode 0 otherwise.
+        o.mr_mode = d.mr_mode & MR_MODES;
+    }
+    if d.cq_data_size > CQ_DATA_SIZE {
+        return false;
+    }
+    if d.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM) & !o.caps != 0 {
+        return false;
+    }
+    // One transmit and one receive context per endpoint, as many
+    // endpoints as `endpoint_count` (what we advertise is what we accept).
+    let eps = endpoint_count();
+    if d.ep_cnt > eps || d.tx_ctx_cnt > eps || d.rx_ctx_cnt > eps {
+        return false;
+    }
+    if d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1 {
+        return false;
+    }
+    // SAFETY: a hint's auth_key holds auth_key_size bytes (caller contract).
+    match unsafe { crate::auth::key_of(d.auth_key, d.auth_key_size) } {
+        Ok(k) => o.domain_key = k,
+        Err(crate::auth::BadKey) => return false,
+    }
+    true
+}
+
+/// The hints' `fabric_attr`.
+fn fabric_attr_matches(f: &sys::fi_fabric_attr) -> bool {
+    if !name_matches(f.name, prov::FABRIC_NAME) || !name_matches(f.prov_name, prov::NAME) {
+        return false;
+    }
+    true
+}
+
+/// The hints' `tx_attr`: the message order we keep (SAS on RDM), and
+/// one-sided orders among themselves (see ONE_SIDED_ORDERS).
+fn tx_attr_matches(tx: &sys::fi_tx_attr, o: &mut Offer) -> bool {
     let grantable = o.msg_order | ONE_SIDED_ORDERS;
-    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
-    if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
-        if tx.caps & !o.caps != 0
-            || tx.msg_order & !grantable != 0
-            || tx.comp_order & !FI_ORDER_NONE != 0
-            || tx.inject_size > o.inject_size
-            || tx.iov_limit > IOV_LIMIT
-            || tx.size > o.tx_size
-            || tx.rma_iov_limit > o.rma_iov_limit
-        {
-            return false;
-        }
-        // Asked for a smaller queue: that is the one it gets (as libfabric's
-        // utility providers answer), and what fi_endpoint then enforces.
-        if tx.size != 0 {
-            o.tx_size = tx.size;
-        }
-        if tx.op_flags & !TX_OP_FLAGS != 0 {
-            return false;
-        }
-        o.tx_op_flags = tx.op_flags;
-        o.tx_one_sided = tx.msg_order & ONE_SIDED_ORDERS;
+    if tx.caps & !o.caps != 0
+        || tx.msg_order & !grantable != 0
+        || tx.comp_order & !FI_ORDER_NONE != 0
+        || tx.inject_size > o.inject_size
+        || tx.iov_limit > IOV_LIMIT
+        || tx.size > o.tx_size
+        || tx.rma_iov_limit > o.rma_iov_limit
+    {
+        return false;
     }
-    // SAFETY: hint sub-attributes are NULL or valid (caller contract).
-    if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
-        if rx.caps & !o.caps != 0
-            || rx.msg_order & !grantable != 0
-            || rx.comp_order & !FI_ORDER_NONE != 0
-            || rx.iov_limit > IOV_LIMIT
-            || rx.size > o.rx_size
-            || rx.total_buffered_recv > 0
-        {
-            return false;
-        }
-        if rx.size != 0 {
-            o.rx_size = rx.size;
-        }
-        if rx.op_flags & !RX_OP_FLAGS != 0 {
-            return false;
-        }
-        o.rx_op_flags = rx.op_flags;
-        o.rx_one_sided = rx.msg_order & ONE_SIDED_ORDERS;
+    // Asked for a smaller queue: that is the one it gets (as libfabric's
+    // utility providers answer), and what fi_endpoint then enforces.
+    if tx.size != 0 {
+        o.tx_size = tx.size;
     }
+    if tx.op_flags & !TX_OP_FLAGS != 0 {
+        return false;
+    }
+    o.tx_op_flags = tx.op_flags;
+    o.tx_one_sided = tx.msg_order & ONE_SIDED_ORDERS;
+    true
+}
+
+/// The hints' `rx_attr` (orders as for `tx_attr`).
+fn rx_attr_matches(rx: &sys::fi_rx_attr, o: &mut Offer) -> bool {
+    let grantable = o.msg_order | ONE_SIDED_ORDERS;
+    if rx.caps & !o.caps != 0
+        || rx.msg_order & !grantable != 0
+        || rx.comp_order & !FI_ORDER_NONE != 0
+        || rx.iov_limit > IOV_LIMIT
+        || rx.size > o.rx_size
+        || rx.total_buffered_recv > 0
+    {
+        return false;
+    }
+    if rx.size != 0 {
+        o.rx_size = rx.size;
+    }
+    if rx.op_flags & !RX_OP_FLAGS != 0 {
+        return false;
+    }
+    o.rx_op_flags = rx.op_flags;
+    o.rx_one_sided = rx.msg_order & ONE_SIDED_ORDERS;
     true
 }
 

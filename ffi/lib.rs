@@ -1,9 +1,11 @@
 //! spray-fi: the cdylib libfabric dlopens. All `unsafe` of the project lives here.
 //!
 //! `fi_prov_ini` (in [`prov`]) hands libfabric our provider; [`getinfo`] answers
-//! queries; one module per fabric class implements the objects; [`io`] is the
+//! queries; [`fabric`] (the fabric and what it and its domains open) and [`ep`]
+//! (endpoints) implement the objects, one module per class; [`io`] is the
 //! UDP driver under the sans-IO engine; [`obj`] is the one place that casts
-//! C pointers to objects; [`guard`] keeps panics from crossing into C.
+//! C pointers to objects; [`guard`] keeps panics from crossing into C. The
+//! other top-level modules serve every class (see `ffi/README.md`, "Layout").
 #![deny(unsafe_op_in_unsafe_fn)]
 #![allow(clippy::missing_safety_doc)]
 // `c"..."` literals need Rust 1.77; the workspace promises 1.75.
@@ -12,20 +14,9 @@
 pub mod addr;
 pub mod assist;
 pub mod auth;
-pub mod av;
 pub mod check;
-pub mod cntr;
 pub mod consts;
-pub mod cq;
-pub mod domain;
 pub mod ep;
-pub mod ep_atomic;
-pub mod ep_msg;
-pub mod ep_ops;
-pub mod ep_rma;
-pub mod ep_state;
-pub mod ep_tagged;
-pub mod eq;
 pub mod fabric;
 pub mod getinfo;
 pub mod guard;
@@ -34,17 +25,13 @@ pub mod iface;
 pub mod io;
 pub mod limits;
 pub mod log;
-pub mod mr;
 pub mod nic;
 pub mod nosys;
 pub mod obj;
 pub mod params;
-pub mod poll;
 pub mod prov;
 pub mod refs;
 pub mod stats;
 pub mod sys;
-pub mod wait;
-pub mod waitset;
 
 pub use prov::fi_prov_ini;

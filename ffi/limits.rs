@@ -1,4 +1,5 @@
-//! Sizes the engine imposes (largest message, inject size), for getinfo and endpoints.
+//! Sizes: the engine's (largest message, inject size), for getinfo and
+//! endpoints, and the provider's own (scatter-gather entries per operation).
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -19,6 +20,11 @@ pub struct Limits {
     /// Largest inject (copied at call time), bytes.
     pub inject_size: usize,
 }
+
+/// Scatter-gather entries per operation.
+pub const IOV_LIMIT: usize = 4;
+/// Remote memory regions per RMA operation.
+pub const RMA_IOV_LIMIT: usize = 1;
 
 /// Inject copies are taken from a pool of buffers this large.
 pub const INJECT_MAX: usize = 4096;

@@ -1,7 +1,8 @@
 //! Static ops tables for what an object does not do: RMA and atomics on
-//! DGRAM endpoints (reliable ones have `ep_rma`/`ep_atomic`), connection
-//! management (spray is connectionless) and collectives. Every entry returns
-//! `-FI_ENOSYS`; nothing crashes.
+//! DGRAM endpoints only (RDM endpoints implement both, in `ep/rma.rs` and
+//! `ep/atomic.rs`; `ep/endpoint.rs` picks the tables by endpoint type),
+//! connection management (spray is connectionless) and collectives. Every
+//! entry returns `-FI_ENOSYS`; nothing crashes.
 #![allow(clippy::too_many_arguments)]
 
 use std::os::raw::{c_int, c_void};
@@ -63,7 +64,7 @@ nosys! {
     fid_control(*mut fid, c_int, *mut c_void) -> c_int;
 }
 
-/// RMA: not offered.
+/// RMA on DGRAM endpoints: not offered (RDM endpoints use `ep::rma`).
 pub static RMA: fi_ops_rma = fi_ops_rma {
     size: std::mem::size_of::<fi_ops_rma>(),
     read: Some(rma_read),
@@ -77,7 +78,7 @@ pub static RMA: fi_ops_rma = fi_ops_rma {
     injectdata: Some(rma_injectdata),
 };
 
-/// Atomics: not offered.
+/// Atomics on DGRAM endpoints: not offered (RDM endpoints use `ep::atomic`).
 pub static ATOMIC: fi_ops_atomic = fi_ops_atomic {
     size: std::mem::size_of::<fi_ops_atomic>(),
     write: Some(at_write),

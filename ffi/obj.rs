@@ -6,7 +6,10 @@
 //! A pointer is accepted only if its `fclass` and `ops` table are the ones our
 //! constructor set, so foreign or stale-but-reused pointers are rejected.
 
-use crate::sys;
+use std::os::raw::c_int;
+
+use crate::consts::err;
+use crate::{guard, sys};
 
 /// An object type C can hold a pointer to.
 ///
@@ -64,4 +67,33 @@ pub fn fid_of<F>(p: *mut F) -> *mut sys::fid {
 /// nobody writes through it).
 pub fn ops_ptr<T>(ops: &'static T) -> *mut T {
     ops as *const T as *mut T
+}
+
+/// Run `f` on the object of type `T` behind the typed fid `p` (`fid_cq`,
+/// `fid_av`, ...) inside the panic guard: `not_ours` when `p` is NULL or not
+/// one of ours of type `T`, `on_panic` when `f` panics. The one lookup every
+/// class's data calls share.
+///
+/// `p` is a fid pointer the application passed to a provider call: NULL or
+/// live (the libfabric contract every entry point relies on).
+pub fn with<T: FiObject, F, R>(p: *mut F, not_ours: R, on_panic: R, f: impl FnOnce(&T) -> R) -> R {
+    guard::guard(on_panic, || {
+        // SAFETY: p from the application (NULL or live); validated by get.
+        match unsafe { get::<T>(fid_of(p)) } {
+            Some(o) => f(o),
+            None => not_ours,
+        }
+    })
+}
+
+/// `with` for calls returning a C `int`: not ours → `-FI_EINVAL`, panic →
+/// `-FI_EOTHER` (as `guard::int`).
+pub fn with_int<T: FiObject, F>(p: *mut F, f: impl FnOnce(&T) -> c_int) -> c_int {
+    with(p, err::EINVAL, err::EOTHER, f)
+}
+
+/// `with` for calls returning `ssize_t`: not ours → `-FI_EINVAL`, panic →
+/// `-FI_EOTHER` (as `guard::ssize`).
+pub fn with_ssize<T: FiObject, F>(p: *mut F, f: impl FnOnce(&T) -> isize) -> isize {
+    with(p, err::EINVAL as isize, err::EOTHER as isize, f)
 }

@@ -35,25 +35,25 @@ fn cancel_and_readerr(api: u32) -> [u64; 16] {
         );
         let mut dom = null_mut();
         assert_eq!(
-            spray_fi::domain::domain_open(fab, info, &mut dom, null_mut()),
+            spray_fi::fabric::domain::domain_open(fab, info, &mut dom, null_mut()),
             0
         );
         let mut cq_attr: sys::fi_cq_attr = std::mem::zeroed();
         cq_attr.format = sys::fi_cq_format_FI_CQ_FORMAT_TAGGED;
         let mut cq = null_mut();
         assert_eq!(
-            spray_fi::cq::cq_open(dom, &mut cq_attr, &mut cq, null_mut()),
+            spray_fi::fabric::cq::cq_open(dom, &mut cq_attr, &mut cq, null_mut()),
             0
         );
         let mut av_attr: sys::fi_av_attr = std::mem::zeroed();
         let mut av = null_mut();
         assert_eq!(
-            spray_fi::av::av_open(dom, &mut av_attr, &mut av, null_mut()),
+            spray_fi::fabric::av::av_open(dom, &mut av_attr, &mut av, null_mut()),
             0
         );
         let mut ep = null_mut();
         assert_eq!(
-            spray_fi::ep::endpoint_open(dom, info, &mut ep, null_mut()),
+            spray_fi::ep::endpoint::endpoint_open(dom, info, &mut ep, null_mut()),
             0
         );
         let fid = |p: *mut sys::fid_ep| p as *mut sys::fid;

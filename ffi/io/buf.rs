@@ -2,7 +2,7 @@
 
 use spray::UserBuf;
 
-use crate::getinfo::IOV_LIMIT;
+use crate::limits::IOV_LIMIT;
 
 /// One scatter-gather entry of an application buffer.
 #[derive(Copy, Clone, Debug)]

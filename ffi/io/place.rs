@@ -22,11 +22,11 @@
 
 use spray::{Engine, GuessCheck};
 
-use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
 use crate::io::driver::IoStats;
 use crate::io::rx::{for_each_segment, sys_recvmmsg, Rx, GRO_SLOT_BYTES};
+use crate::limits::IOV_LIMIT;
 
 /// After a wrong guess, this many datagrams go through the peek path before
 /// the next guess (several senders' data interleaving would miss every time).

@@ -20,9 +20,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use spray::{Engine, Instant};
 
 use crate::addr;
-use crate::getinfo::IOV_LIMIT;
 use crate::io::buf::FfiBuf;
 use crate::io::driver::IoStats;
+use crate::limits::IOV_LIMIT;
 
 /// Most iovecs of one outgoing datagram: its headers (in a slot) and a body
 /// in up to `IOV_LIMIT` application segments.

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::domain::{self, Domain};
-use crate::ep::EpCore;
+use crate::ep::endpoint::EpCore;
+use crate::fabric::domain::{self, Domain};
+use crate::fabric::waitable::{self, Waitable};
+use crate::fabric::waitset::{self, WaitCore};
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
-use crate::waitset::{self, WaitCore};
-use crate::{guard, nosys, sys, wait};
+use crate::{fabric::wait, guard, nosys, sys};
 
 /// One successful completion, format-independent.
 #[derive(Copy, Clone, Debug, Default)]
@@ -294,7 +295,8 @@ pub struct Cq {
     set: Option<Arc<WaitCore>>,
 }
 
-static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, Some(control));
+static FI_OPS: sys::fi_ops =
+    nosys::fid_ops(waitable::close::<Cq>, None, Some(waitable::control::<Cq>));
 static OPS: sys::fi_ops_cq = sys::fi_ops_cq {
     size: std::mem::size_of::<sys::fi_ops_cq>(),
     read: Some(read),
@@ -311,6 +313,21 @@ unsafe impl FiObject for Cq {
     const FCLASS: u32 = sys::FI_CLASS_CQ;
     fn fid_ops() -> *const sys::fi_ops {
         &FI_OPS
+    }
+}
+
+impl Waitable for Cq {
+    fn domain(&self) -> *const Domain {
+        self.domain
+    }
+    fn set(&self) -> Option<&Arc<WaitCore>> {
+        self.set.as_ref()
+    }
+    fn busy(&self) -> bool {
+        self.core.bound.busy()
+    }
+    fn wake(&self) -> (&wait::Wake, u32) {
+        (&self.core.wake, self.core.wait_obj)
     }
 }
 
@@ -372,17 +389,8 @@ pub unsafe extern "C" fn cq_open(
             core,
             set,
         };
-        d.refs.inc();
-        let p: *mut sys::fid_cq = obj::into_c(obj);
-        // SAFETY: p is the CQ just made (the set, if any, watches it from now);
-        // cq is a valid out-pointer.
-        unsafe {
-            if let Some(s) = &(*(p as *const Cq)).set {
-                s.attach(obj::fid_of(p));
-            }
-            *cq = p;
-        }
-        0
+        // SAFETY: cq is a valid out-pointer (checked non-NULL; API contract).
+        unsafe { waitable::publish(d, obj, cq) }
     })
 }
 
@@ -395,50 +403,11 @@ pub unsafe fn get<'a>(fid: *const sys::fid) -> Option<&'a Cq> {
     unsafe { obj::get::<Cq>(fid) }
 }
 
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    guard::int(|| {
-        // SAFETY: fid from the application; validated by get.
-        match unsafe { get(fid) } {
-            None => err::EINVAL,
-            Some(c) if c.core.bound.busy() => err::EBUSY,
-            Some(c) => {
-                if let Some(s) = &c.set {
-                    s.detach(fid);
-                }
-                // SAFETY: the domain outlives its CQs (its refs count this one).
-                unsafe { (*c.domain).refs.dec() };
-                // SAFETY: validated; C stops using it now.
-                drop(unsafe { obj::take::<Cq>(fid) });
-                0
-            }
-        }
-    })
-}
-
-unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    guard::int(|| {
-        // SAFETY: fid from the application; validated by get.
-        match unsafe { get(fid) } {
-            // SAFETY: arg is the out-pointer the command calls for (API contract).
-            Some(c) => unsafe { wait::control(&c.core.wake, c.core.wait_obj, cmd, arg) },
-            None => err::EINVAL,
-        }
-    })
-}
-
-fn with_cq(cq: *mut sys::fid_cq, f: impl FnOnce(&CqCore) -> isize) -> isize {
-    guard::ssize(|| {
-        // SAFETY: cq from the application; validated by get.
-        match unsafe { get(obj::fid_of(cq)) } {
-            Some(c) => f(&c.core),
-            None => err::EINVAL as isize,
-        }
-    })
-}
-
 unsafe extern "C" fn read(cq: *mut sys::fid_cq, buf: *mut c_void, count: usize) -> isize {
     // SAFETY: buf holds count entries of the CQ's format (API contract).
-    with_cq(cq, |c| unsafe { c.read(buf, count, std::ptr::null_mut()) })
+    obj::with_ssize(cq, |c: &Cq| unsafe {
+        c.core.read(buf, count, std::ptr::null_mut())
+    })
 }
 
 unsafe extern "C" fn readfrom(
@@ -448,7 +417,7 @@ unsafe extern "C" fn readfrom(
     src: *mut u64,
 ) -> isize {
     // SAFETY: buf holds count entries, src count fi_addrs (API contract).
-    with_cq(cq, |c| unsafe { c.read(buf, count, src) })
+    obj::with_ssize(cq, |c: &Cq| unsafe { c.core.read(buf, count, src) })
 }
 
 unsafe extern "C" fn readerr(
@@ -457,7 +426,7 @@ unsafe extern "C" fn readerr(
     _flags: u64,
 ) -> isize {
     // SAFETY: buf is the app's error entry (API contract).
-    with_cq(cq, |c| unsafe { c.readerr(buf) })
+    obj::with_ssize(cq, |c: &Cq| unsafe { c.core.readerr(buf) })
 }
 
 unsafe extern "C" fn sread(
@@ -468,8 +437,8 @@ unsafe extern "C" fn sread(
     timeout: c_int,
 ) -> isize {
     // SAFETY: as read.
-    with_cq(cq, |c| unsafe {
-        c.sread(buf, count, std::ptr::null_mut(), timeout)
+    obj::with_ssize(cq, |c: &Cq| unsafe {
+        c.core.sread(buf, count, std::ptr::null_mut(), timeout)
     })
 }
 
@@ -482,13 +451,15 @@ unsafe extern "C" fn sreadfrom(
     timeout: c_int,
 ) -> isize {
     // SAFETY: as readfrom.
-    with_cq(cq, |c| unsafe { c.sread(buf, count, src, timeout) })
+    obj::with_ssize(cq, |c: &Cq| unsafe {
+        c.core.sread(buf, count, src, timeout)
+    })
 }
 
 unsafe extern "C" fn signal(cq: *mut sys::fid_cq) -> c_int {
-    with_cq(cq, |c| {
-        c.signaled.store(true, Ordering::Release);
-        c.wake.wake();
+    obj::with_ssize(cq, |c: &Cq| {
+        c.core.signaled.store(true, Ordering::Release);
+        c.core.wake.wake();
         0
     }) as c_int
 }

@@ -14,9 +14,9 @@ use spray::{RmaAccess, RmaTarget};
 
 use crate::consts::err;
 use crate::consts::{fi_version, FI_HMEM_SYSTEM, FI_REMOTE_READ, FI_REMOTE_WRITE};
-use crate::domain::{self, Domain};
-use crate::getinfo::IOV_LIMIT;
+use crate::fabric::domain::{self, Domain};
 use crate::io::buf::FfiBuf;
+use crate::limits::IOV_LIMIT;
 use crate::obj::{self, FiObject};
 use crate::{check, guard, nosys, sys};
 

@@ -4,7 +4,7 @@
 use std::os::raw::{c_int, c_void};
 
 use crate::consts::*;
-use crate::ep::{self, with_state};
+use crate::ep::endpoint::{self, with_state};
 use crate::{addr, guard, nosys, sys};
 
 /// The endpoint's `fi_ops_ep`.
@@ -145,7 +145,7 @@ unsafe extern "C" fn setname(fid: sys::fid_t, a: *mut c_void, len: usize) -> c_i
             return err::EINVAL;
         };
         // SAFETY: fid from the application; validated by get.
-        let Some(e) = (unsafe { ep::get(fid) }) else {
+        let Some(e) = (unsafe { endpoint::get(fid) }) else {
             return err::EINVAL;
         };
         let mut st = e.core.state.lock();

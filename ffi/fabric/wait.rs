@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::os::raw::{c_int, c_void};
 
 use crate::consts::*;
-use crate::ep::EpCore;
+use crate::ep::endpoint::EpCore;
 use crate::io::clock;
 use crate::sys;
 

@@ -8,10 +8,10 @@ use spray::msg::{CompKind, Completion, RmaKind, RmaOp};
 use spray::UserBuf;
 
 use crate::consts::*;
-use crate::cq::{Entry, ErrEntry};
-use crate::ep::with_state;
-use crate::ep_msg::iov1;
-use crate::ep_state::{op_result, pos_err, EpState, Errno};
+use crate::ep::endpoint::with_state;
+use crate::ep::msg::iov1;
+use crate::ep::state::{op_result, pos_err, EpState, Errno};
+use crate::fabric::cq::{Entry, ErrEntry};
 use crate::io::buf::FfiBuf;
 use crate::{check, sys};
 

@@ -1,81 +1,94 @@
-//! Untagged data calls (`fi_ops_msg`): send/recv and their vector, msg, inject
-//! and data forms.
+//! Tagged data calls (`fi_ops_tagged`), including FI_PEEK / FI_CLAIM / FI_DISCARD.
 
 use std::os::raw::c_void;
 
 use crate::consts::*;
-use crate::ep::with_state;
+use crate::ep::endpoint::with_state;
+use crate::ep::msg::iov1;
 use crate::{check, sys};
 
-/// The endpoint's `fi_ops_msg`.
-pub static MSG_OPS: sys::fi_ops_msg = sys::fi_ops_msg {
-    size: std::mem::size_of::<sys::fi_ops_msg>(),
-    recv: Some(recv),
-    recvv: Some(recvv),
-    recvmsg: Some(recvmsg),
-    send: Some(send),
-    sendv: Some(sendv),
-    sendmsg: Some(sendmsg),
-    inject: Some(inject),
-    senddata: Some(senddata),
-    injectdata: Some(injectdata),
+/// The endpoint's `fi_ops_tagged`.
+pub static TAGGED_OPS: sys::fi_ops_tagged = sys::fi_ops_tagged {
+    size: std::mem::size_of::<sys::fi_ops_tagged>(),
+    recv: Some(trecv),
+    recvv: Some(trecvv),
+    recvmsg: Some(trecvmsg),
+    send: Some(tsend),
+    sendv: Some(tsendv),
+    sendmsg: Some(tsendmsg),
+    inject: Some(tinject),
+    senddata: Some(tsenddata),
+    injectdata: Some(tinjectdata),
 };
 
-/// One iovec for a contiguous buffer.
-pub fn iov1(buf: *const c_void, len: usize) -> libc::iovec {
-    libc::iovec {
-        iov_base: buf as *mut c_void,
-        iov_len: len,
-    }
-}
-
-unsafe extern "C" fn recv(
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn trecv(
     ep: *mut sys::fid_ep,
     buf: *mut c_void,
     len: usize,
     _desc: *mut c_void,
     src: u64,
+    tag: u64,
+    ignore: u64,
     context: *mut c_void,
 ) -> isize {
     let v = iov1(buf, len);
     with_state(ep, |st| {
         let flags = *st.op_flags(true);
-        // SAFETY: buf valid for len bytes until completion (API contract).
-        unsafe { st.post_recv(&v, 1, src, None, context as u64, flags) }
+        // SAFETY: buf valid for len bytes until completion.
+        unsafe { st.post_recv(&v, 1, src, Some((tag, ignore)), context as u64, flags) }
     })
 }
 
-unsafe extern "C" fn recvv(
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn trecvv(
     ep: *mut sys::fid_ep,
     iov: *const sys::iovec,
     _desc: *mut *mut c_void,
     count: usize,
     src: u64,
+    tag: u64,
+    ignore: u64,
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
         let flags = *st.op_flags(true);
-        // SAFETY: iov holds count entries valid until completion (API contract).
-        unsafe { st.post_recv(iov.cast(), count, src, None, context as u64, flags) }
+        // SAFETY: iov holds count entries valid until completion.
+        unsafe {
+            st.post_recv(
+                iov.cast(),
+                count,
+                src,
+                Some((tag, ignore)),
+                context as u64,
+                flags,
+            )
+        }
     })
 }
 
-unsafe extern "C" fn recvmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
+unsafe extern "C" fn trecvmsg(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg_tagged,
+    flags: u64,
+) -> isize {
     with_state(ep, |st| {
-        if let Err(e) = check::flags(flags, check::RX_FLAGS) {
+        if let Err(e) = check::flags(flags, check::TAGGED_RX_FLAGS) {
             return e;
         }
         // SAFETY: msg NULL or valid.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return err::EINVAL as isize;
         };
+        // A peek, or a claim/discard of a peeked message, may come without buffers.
+        let count = if m.msg_iov.is_null() { 0 } else { m.iov_count };
         // SAFETY: m.msg_iov holds iov_count entries valid until completion.
         unsafe {
             st.post_recv(
                 m.msg_iov.cast(),
-                m.iov_count,
+                count,
                 m.addr,
-                None,
+                Some((m.tag, m.ignore)),
                 m.context as u64,
                 flags,
             )
@@ -83,28 +96,32 @@ unsafe extern "C" fn recvmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flag
     })
 }
 
-unsafe extern "C" fn send(
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tsend(
     ep: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
     _desc: *mut c_void,
     dest: u64,
+    tag: u64,
     context: *mut c_void,
 ) -> isize {
     let v = iov1(buf, len);
     with_state(ep, |st| {
         let flags = *st.op_flags(false);
-        // SAFETY: buf valid for len bytes until completion (API contract).
-        unsafe { st.post_send(&v, 1, dest, None, None, context as u64, flags, true) }
+        // SAFETY: buf valid until completion.
+        unsafe { st.post_send(&v, 1, dest, Some(tag), None, context as u64, flags, true) }
     })
 }
 
-unsafe extern "C" fn sendv(
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tsendv(
     ep: *mut sys::fid_ep,
     iov: *const sys::iovec,
     _desc: *mut *mut c_void,
     count: usize,
     dest: u64,
+    tag: u64,
     context: *mut c_void,
 ) -> isize {
     with_state(ep, |st| {
@@ -115,7 +132,7 @@ unsafe extern "C" fn sendv(
                 iov.cast(),
                 count,
                 dest,
-                None,
+                Some(tag),
                 None,
                 context as u64,
                 flags,
@@ -125,7 +142,11 @@ unsafe extern "C" fn sendv(
     })
 }
 
-unsafe extern "C" fn sendmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
+unsafe extern "C" fn tsendmsg(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg_tagged,
+    flags: u64,
+) -> isize {
     with_state(ep, |st| {
         if let Err(e) = check::flags(flags, check::TX_FLAGS) {
             return e;
@@ -135,14 +156,13 @@ unsafe extern "C" fn sendmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flag
             return err::EINVAL as isize;
         };
         let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
-        // SAFETY: m.msg_iov holds iov_count entries valid until completion (or
-        // until return with FI_INJECT).
+        // SAFETY: m.msg_iov holds iov_count entries valid until completion (or return with FI_INJECT).
         unsafe {
             st.post_send(
                 m.msg_iov.cast(),
                 m.iov_count,
                 m.addr,
-                None,
+                Some(m.tag),
                 data,
                 m.context as u64,
                 flags,
@@ -152,46 +172,61 @@ unsafe extern "C" fn sendmsg(ep: *mut sys::fid_ep, msg: *const sys::fi_msg, flag
     })
 }
 
-unsafe extern "C" fn inject(
+unsafe extern "C" fn tinject(
     ep: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
     dest: u64,
+    tag: u64,
 ) -> isize {
     let v = iov1(buf, len);
-    // SAFETY: buf valid for len bytes during the call; FI_INJECT copies it now.
+    // SAFETY: buf valid during the call; FI_INJECT copies it now.
     with_state(ep, |st| unsafe {
-        st.post_send(&v, 1, dest, None, None, 0, FI_INJECT, false)
+        st.post_send(&v, 1, dest, Some(tag), None, 0, FI_INJECT, false)
     })
 }
 
-unsafe extern "C" fn senddata(
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tsenddata(
     ep: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
     _desc: *mut c_void,
     data: u64,
     dest: u64,
+    tag: u64,
     context: *mut c_void,
 ) -> isize {
     let v = iov1(buf, len);
     with_state(ep, |st| {
         let flags = *st.op_flags(false) | FI_REMOTE_CQ_DATA;
         // SAFETY: buf valid until completion.
-        unsafe { st.post_send(&v, 1, dest, None, Some(data), context as u64, flags, true) }
+        unsafe {
+            st.post_send(
+                &v,
+                1,
+                dest,
+                Some(tag),
+                Some(data),
+                context as u64,
+                flags,
+                true,
+            )
+        }
     })
 }
 
-unsafe extern "C" fn injectdata(
+unsafe extern "C" fn tinjectdata(
     ep: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
     data: u64,
     dest: u64,
+    tag: u64,
 ) -> isize {
     let v = iov1(buf, len);
     // SAFETY: buf valid during the call; FI_INJECT copies it now.
     with_state(ep, |st| unsafe {
-        st.post_send(&v, 1, dest, None, Some(data), 0, FI_INJECT, false)
+        st.post_send(&v, 1, dest, Some(tag), Some(data), 0, FI_INJECT, false)
     })
 }

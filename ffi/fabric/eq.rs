@@ -9,11 +9,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
+use crate::fabric::waitset::{self, WaitCore};
 use crate::fabric::Fabric;
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
-use crate::waitset::{self, WaitCore};
-use crate::{guard, nosys, sys, wait};
+use crate::{fabric::wait, guard, nosys, sys};
 
 /// An error event (pointers kept as integers so the queue is `Send`).
 #[derive(Copy, Clone, Debug, Default)]
@@ -185,16 +185,6 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
     })
 }
 
-fn with(eq: *mut sys::fid_eq, f: impl FnOnce(&Eq) -> isize) -> isize {
-    guard::ssize(|| {
-        // SAFETY: eq from the application; validated by get.
-        match unsafe { get(obj::fid_of(eq)) } {
-            Some(e) => f(e),
-            None => err::EINVAL as isize,
-        }
-    })
-}
-
 unsafe fn read_one(e: &Eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize {
     if !e.core.errors.lock().is_empty() {
         return err::EAVAIL as isize;
@@ -228,7 +218,7 @@ unsafe extern "C" fn read(
     flags: u64,
 ) -> isize {
     // SAFETY: API contract on event/buf/len.
-    with(eq, |e| unsafe { read_one(e, event, buf, len, flags) })
+    obj::with_ssize(eq, |e: &Eq| unsafe { read_one(e, event, buf, len, flags) })
 }
 
 unsafe extern "C" fn sread(
@@ -239,7 +229,7 @@ unsafe extern "C" fn sread(
     timeout: c_int,
     flags: u64,
 ) -> isize {
-    with(eq, |e| {
+    obj::with_ssize(eq, |e: &Eq| {
         let waiter = wait::Waiter::new(timeout);
         loop {
             // SAFETY: API contract on event/buf/len.
@@ -256,7 +246,7 @@ unsafe extern "C" fn readerr(
     buf: *mut sys::fi_eq_err_entry,
     flags: u64,
 ) -> isize {
-    with(eq, |e| {
+    obj::with_ssize(eq, |e: &Eq| {
         if buf.is_null() {
             return err::EINVAL as isize;
         }
@@ -290,7 +280,7 @@ unsafe extern "C" fn write(
     len: usize,
     _flags: u64,
 ) -> isize {
-    with(eq, |e| {
+    obj::with_ssize(eq, |e: &Eq| {
         if buf.is_null() && len > 0 {
             return err::EINVAL as isize;
         }
@@ -315,6 +305,6 @@ unsafe extern "C" fn strerror(
 ) -> *const c_char {
     // SAFETY: buf is NULL or has len bytes (API contract).
     guard::guard(std::ptr::null(), || unsafe {
-        crate::cq::strerror_into(prov_errno, buf, len)
+        crate::fabric::cq::strerror_into(prov_errno, buf, len)
     })
 }

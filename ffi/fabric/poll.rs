@@ -12,14 +12,14 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::cntr::CntrCore;
 use crate::consts::err;
-use crate::cq::CqCore;
-use crate::domain::{self, Domain};
-use crate::ep::EpCore;
-use crate::eq::EqCore;
+use crate::ep::endpoint::EpCore;
+use crate::fabric::cntr::CntrCore;
+use crate::fabric::cq::CqCore;
+use crate::fabric::domain::{self, Domain};
+use crate::fabric::eq::EqCore;
 use crate::obj::{self, FiObject};
-use crate::{cntr, cq, eq, guard, nosys, sys};
+use crate::{fabric::cntr, fabric::cq, fabric::eq, guard, nosys, sys};
 
 /// The object behind a member.
 pub enum Watched {

@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::{atomic, msg, ops, rma, tagged};
 use crate::consts::*;
-use crate::domain::{self, Domain};
-use crate::ep_state::{EpSetup, EpState};
+use crate::ep::state::{EpSetup, EpState};
+use crate::fabric::domain::{self, Domain};
 use crate::io::clock;
 use crate::obj::{self, FiObject};
 use crate::{
-    addr, assist, av, cntr, cq, ep_atomic, ep_msg, ep_ops, ep_rma, ep_tagged, eq, guard, iface,
-    limits, nosys, params, sys,
+    addr, assist, fabric::av, fabric::cntr, fabric::cq, fabric::eq, guard, iface, limits, nosys,
+    params, sys,
 };
 
 // CQs and counters of one thread may progress endpoints used by another.
@@ -109,20 +110,14 @@ pub unsafe fn get<'a, F>(p: *mut F) -> Option<&'a Ep> {
 
 /// Run `f` on the locked state of endpoint `ep` (EINVAL if not ours).
 pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> isize) -> isize {
-    guard::ssize(|| {
-        // SAFETY: ep from the application; validated by get.
-        match unsafe { get(ep) } {
-            Some(e) => {
-                let mut st = e.core.state.lock();
-                let r = f(&mut st);
-                // Most calls progress the endpoint, which read the clock; the
-                // others leave an older time, which at worst lets the assist
-                // thread progress the endpoint once.
-                e.core.touched_at(st.progressed_ns);
-                r
-            }
-            None => err::EINVAL as isize,
-        }
+    obj::with_ssize(ep, |e: &Ep| {
+        let mut st = e.core.state.lock();
+        let r = f(&mut st);
+        // Most calls progress the endpoint, which read the clock; the
+        // others leave an older time, which at worst lets the assist
+        // thread progress the endpoint once.
+        e.core.touched_at(st.progressed_ns);
+        r
     })
 }
 
@@ -243,7 +238,7 @@ pub unsafe extern "C" fn endpoint_open(
         }
         // One-sided operations exist on reliable endpoints only.
         let (rma, atomic) = if rdm {
-            (&ep_rma::RMA_OPS, &ep_atomic::ATOMIC_OPS)
+            (&rma::RMA_OPS, &atomic::ATOMIC_OPS)
         } else {
             (&nosys::RMA, &nosys::ATOMIC)
         };
@@ -260,11 +255,11 @@ pub unsafe extern "C" fn endpoint_open(
                     context,
                     ops: obj::ops_ptr(&FI_OPS),
                 },
-                ops: obj::ops_ptr(&ep_ops::EP_OPS),
-                cm: obj::ops_ptr(&ep_ops::CM_OPS),
-                msg: obj::ops_ptr(&ep_msg::MSG_OPS),
+                ops: obj::ops_ptr(&ops::EP_OPS),
+                cm: obj::ops_ptr(&ops::CM_OPS),
+                msg: obj::ops_ptr(&msg::MSG_OPS),
                 rma: obj::ops_ptr(rma),
-                tagged: obj::ops_ptr(&ep_tagged::TAGGED_OPS),
+                tagged: obj::ops_ptr(&tagged::TAGGED_OPS),
                 atomic: obj::ops_ptr(atomic),
                 collective: obj::ops_ptr(&nosys::COLLECTIVE),
             },

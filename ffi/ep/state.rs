@@ -10,16 +10,16 @@ use std::time::Duration;
 use spray::msg::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
 use spray::{Config, Engine, EpMode, Instant, PeerId, UserBuf};
 
-use crate::av::AvCore;
-use crate::cntr::CntrCore;
 use crate::consts::*;
-use crate::cq::{CqCore, Entry, ErrEntry};
-use crate::eq::EqCore;
+use crate::fabric::av::AvCore;
+use crate::fabric::cntr::CntrCore;
+use crate::fabric::cq::{CqCore, Entry, ErrEntry};
+use crate::fabric::eq::EqCore;
+use crate::fabric::mr::{MrTable, MrTarget};
 use crate::io::buf::FfiBuf;
 use crate::io::clock;
 use crate::io::driver::{Io, Offloads};
 use crate::io::sock::Sockets;
-use crate::mr::{MrTable, MrTarget};
 use crate::{check, log, params};
 
 /// Rounds of `recvmmsg` per progress call (bounds the time one call takes).

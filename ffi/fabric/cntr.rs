@@ -7,12 +7,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::domain::{self, Domain};
-use crate::ep::EpCore;
+use crate::ep::endpoint::EpCore;
+use crate::fabric::domain::{self, Domain};
+use crate::fabric::waitable::{self, Waitable};
+use crate::fabric::waitset::{self, WaitCore};
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
-use crate::waitset::{self, WaitCore};
-use crate::{guard, nosys, sys, wait};
+use crate::{fabric::wait, guard, nosys, sys};
 
 /// Shared state of a counter.
 pub struct CntrCore {
@@ -113,7 +114,11 @@ pub struct Cntr {
     set: Option<Arc<WaitCore>>,
 }
 
-static FI_OPS: sys::fi_ops = nosys::fid_ops(close, None, Some(control));
+static FI_OPS: sys::fi_ops = nosys::fid_ops(
+    waitable::close::<Cntr>,
+    None,
+    Some(waitable::control::<Cntr>),
+);
 static OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
     size: std::mem::size_of::<sys::fi_ops_cntr>(),
     read: Some(read),
@@ -130,6 +135,21 @@ unsafe impl FiObject for Cntr {
     const FCLASS: u32 = sys::FI_CLASS_CNTR;
     fn fid_ops() -> *const sys::fi_ops {
         &FI_OPS
+    }
+}
+
+impl Waitable for Cntr {
+    fn domain(&self) -> *const Domain {
+        self.domain
+    }
+    fn set(&self) -> Option<&Arc<WaitCore>> {
+        self.set.as_ref()
+    }
+    fn busy(&self) -> bool {
+        self.core.bound.busy()
+    }
+    fn wake(&self) -> (&wait::Wake, u32) {
+        (&self.core.wake, self.core.wait_obj)
     }
 }
 
@@ -182,17 +202,8 @@ pub unsafe extern "C" fn cntr_open(
             core,
             set,
         };
-        d.refs.inc();
-        let p: *mut sys::fid_cntr = obj::into_c(obj);
-        // SAFETY: p is the counter just made (the set, if any, watches it from
-        // now); cntr is a valid out-pointer.
-        unsafe {
-            if let Some(s) = &(*(p as *const Cntr)).set {
-                s.attach(obj::fid_of(p));
-            }
-            *cntr = p;
-        }
-        0
+        // SAFETY: cntr is a valid out-pointer (checked non-NULL; API contract).
+        unsafe { waitable::publish(d, obj, cntr) }
     })
 }
 
@@ -205,87 +216,48 @@ pub unsafe fn get<'a>(fid: *const sys::fid) -> Option<&'a Cntr> {
     unsafe { obj::get::<Cntr>(fid) }
 }
 
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    guard::int(|| {
-        // SAFETY: fid from the application; validated by get.
-        match unsafe { get(fid) } {
-            None => err::EINVAL,
-            Some(c) if c.core.bound.busy() => err::EBUSY,
-            Some(c) => {
-                if let Some(s) = &c.set {
-                    s.detach(fid);
-                }
-                // SAFETY: the domain outlives its counters.
-                unsafe { (*c.domain).refs.dec() };
-                // SAFETY: validated; C stops using it now.
-                drop(unsafe { obj::take::<Cntr>(fid) });
-                0
-            }
-        }
-    })
-}
-
-unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    guard::int(|| {
-        // SAFETY: fid from the application; validated by get.
-        match unsafe { get(fid) } {
-            // SAFETY: arg is the out-pointer the command calls for (API contract).
-            Some(c) => unsafe { wait::control(&c.core.wake, c.core.wait_obj, cmd, arg) },
-            None => err::EINVAL,
-        }
-    })
-}
-
-fn with<T: Copy>(cntr: *mut sys::fid_cntr, bad: T, f: impl FnOnce(&CntrCore) -> T) -> T {
-    guard::guard(bad, || {
-        // SAFETY: cntr from the application; validated by get.
-        match unsafe { get(obj::fid_of(cntr)) } {
-            Some(c) => f(&c.core),
-            None => bad,
-        }
-    })
-}
-
 unsafe extern "C" fn read(cntr: *mut sys::fid_cntr) -> u64 {
-    with(cntr, 0, |c| {
-        c.progress();
-        c.count.load(Ordering::Acquire)
+    obj::with(cntr, 0, 0, |c: &Cntr| {
+        c.core.progress();
+        c.core.count.load(Ordering::Acquire)
     })
 }
 unsafe extern "C" fn readerr(cntr: *mut sys::fid_cntr) -> u64 {
-    with(cntr, 0, |c| {
-        c.progress();
-        c.errs.load(Ordering::Acquire)
+    obj::with(cntr, 0, 0, |c: &Cntr| {
+        c.core.progress();
+        c.core.errs.load(Ordering::Acquire)
     })
 }
 unsafe extern "C" fn add(cntr: *mut sys::fid_cntr, v: u64) -> c_int {
-    with(cntr, err::EINVAL, |c| {
-        c.count.fetch_add(v, Ordering::AcqRel);
-        c.wake.wake();
+    obj::with(cntr, err::EINVAL, err::EINVAL, |c: &Cntr| {
+        c.core.count.fetch_add(v, Ordering::AcqRel);
+        c.core.wake.wake();
         0
     })
 }
 unsafe extern "C" fn set(cntr: *mut sys::fid_cntr, v: u64) -> c_int {
-    with(cntr, err::EINVAL, |c| {
-        c.count.store(v, Ordering::Release);
-        c.wake.wake();
+    obj::with(cntr, err::EINVAL, err::EINVAL, |c: &Cntr| {
+        c.core.count.store(v, Ordering::Release);
+        c.core.wake.wake();
         0
     })
 }
 unsafe extern "C" fn adderr(cntr: *mut sys::fid_cntr, v: u64) -> c_int {
-    with(cntr, err::EINVAL, |c| {
-        c.errs.fetch_add(v, Ordering::AcqRel);
-        c.wake.wake();
+    obj::with(cntr, err::EINVAL, err::EINVAL, |c: &Cntr| {
+        c.core.errs.fetch_add(v, Ordering::AcqRel);
+        c.core.wake.wake();
         0
     })
 }
 unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, v: u64) -> c_int {
-    with(cntr, err::EINVAL, |c| {
-        c.errs.store(v, Ordering::Release);
-        c.wake.wake();
+    obj::with(cntr, err::EINVAL, err::EINVAL, |c: &Cntr| {
+        c.core.errs.store(v, Ordering::Release);
+        c.core.wake.wake();
         0
     })
 }
 unsafe extern "C" fn cwait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
-    with(cntr, err::EINVAL, |c| c.wait(threshold, timeout))
+    obj::with(cntr, err::EINVAL, err::EINVAL, |c: &Cntr| {
+        c.core.wait(threshold, timeout)
+    })
 }

@@ -13,10 +13,10 @@ use spray::msg::{atomic_valid, AtomicCall, AtomicOp, AtomicType, RmaKind};
 use spray::{Config, Engine, EpMode, UserBuf};
 
 use crate::consts::*;
-use crate::ep::with_state;
-use crate::ep_state::{EpState, Errno};
-use crate::getinfo::IOV_LIMIT;
+use crate::ep::endpoint::with_state;
+use crate::ep::state::{EpState, Errno};
 use crate::io::buf::FfiBuf;
+use crate::limits::IOV_LIMIT;
 use crate::{check, iface, sys};
 
 /// `-FI_EOPNOTSUPP`: a datatype / operation spray does not offer.

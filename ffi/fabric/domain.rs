@@ -8,7 +8,7 @@ use crate::consts::*;
 use crate::fabric::Fabric;
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
-use crate::{av, cntr, cq, ep, guard, mr, nosys, sys};
+use crate::{ep::endpoint, fabric::av, fabric::cntr, fabric::cq, fabric::mr, guard, nosys, sys};
 
 /// `struct fid_domain` plus our state.
 #[repr(C)]
@@ -42,15 +42,15 @@ static OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     size: std::mem::size_of::<sys::fi_ops_domain>(),
     av_open: Some(av::av_open),
     cq_open: Some(cq::cq_open),
-    endpoint: Some(ep::endpoint_open),
+    endpoint: Some(endpoint::endpoint_open),
     scalable_ep: Some(scalable_ep),
     cntr_open: Some(cntr::cntr_open),
-    poll_open: Some(crate::poll::poll_open),
+    poll_open: Some(crate::fabric::poll::poll_open),
     stx_ctx: Some(stx_ctx),
     srx_ctx: Some(srx_ctx),
     query_atomic: Some(query_atomic),
     query_collective: Some(query_collective),
-    endpoint2: Some(ep::endpoint_open2),
+    endpoint2: Some(endpoint::endpoint_open2),
 };
 
 // SAFETY: repr(C), fid_domain first, FI_OPS set by open.
@@ -232,11 +232,11 @@ unsafe extern "C" fn query_atomic(
         if unsafe { get(domain) }.is_none() || attr.is_null() {
             return err::EINVAL;
         }
-        let call = crate::ep_atomic::call_of(flags);
-        match crate::ep_atomic::check(dt, op, call) {
+        let call = crate::ep::atomic::call_of(flags);
+        match crate::ep::atomic::check(dt, op, call) {
             Err(e) => e,
             Ok((_, t)) => {
-                let count = crate::ep_atomic::default_max_count(t, call);
+                let count = crate::ep::atomic::default_max_count(t, call);
                 // SAFETY: attr checked non-NULL; the caller passes a writable struct.
                 unsafe {
                     (*attr).size = t.size();

@@ -14,12 +14,12 @@ use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
 use crate::consts::*;
+use crate::fabric::poll::{Members, Watched};
+use crate::fabric::wait::{Waiter, Wake};
 use crate::fabric::Fabric;
 use crate::obj::{self, FiObject};
-use crate::poll::{Members, Watched};
 use crate::refs::Refs;
-use crate::wait::{Waiter, Wake};
-use crate::{guard, nosys, sys, wait};
+use crate::{fabric::wait, guard, nosys, sys};
 
 /// `FI_WAIT_SET`: the object signals a wait set.
 pub const FI_WAIT_SET: u32 = sys::fi_wait_obj_FI_WAIT_SET;

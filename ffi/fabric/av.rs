@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::addr::{self, SOCKADDR_IN6_LEN, SOCKADDR_IN_LEN};
 use crate::consts::*;
-use crate::domain::{self, Domain};
+use crate::fabric::domain::{self, Domain};
 use crate::obj::{self, FiObject};
 use crate::refs::Refs;
 use crate::{guard, nosys, sys};
@@ -194,16 +194,6 @@ unsafe extern "C" fn bind(_: *mut sys::fid, _: *mut sys::fid, _: u64) -> c_int {
     err::ENOSYS
 }
 
-fn with(av: *mut sys::fid_av, f: impl FnOnce(&AvCore) -> c_int) -> c_int {
-    guard::int(|| {
-        // SAFETY: av from the application; validated by get.
-        match unsafe { get(obj::fid_of(av)) } {
-            Some(a) => f(&a.core),
-            None => err::EINVAL,
-        }
-    })
-}
-
 unsafe extern "C" fn insert(
     av: *mut sys::fid_av,
     addr: *const c_void,
@@ -212,7 +202,7 @@ unsafe extern "C" fn insert(
     flags: u64,
     context: *mut c_void,
 ) -> c_int {
-    with(av, |a| {
+    obj::with_int(av, |Av { core: a, .. }: &Av| {
         if count > 0 && addr.is_null() {
             return err::EINVAL;
         }
@@ -344,7 +334,7 @@ unsafe extern "C" fn remove(
     count: usize,
     _flags: u64,
 ) -> c_int {
-    with(av, |a| {
+    obj::with_int(av, |Av { core: a, .. }: &Av| {
         if count > 0 && fi_addr.is_null() {
             return err::EINVAL;
         }
@@ -365,7 +355,7 @@ unsafe extern "C" fn lookup(
     out: *mut c_void,
     len: *mut usize,
 ) -> c_int {
-    with(av, |a| {
+    obj::with_int(av, |Av { core: a, .. }: &Av| {
         if len.is_null() {
             return err::EINVAL;
         }
