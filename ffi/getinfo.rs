@@ -272,6 +272,12 @@ fn hinted_family(h: &sys::fi_info) -> Result<Option<bool>, ()> {
 }
 
 /// Everything we offer for these hints (empty when nothing matches).
+///
+/// One function on purpose (~195 lines): the offers in the order
+/// `fi_getinfo` returns them: the family, then the interfaces and addresses
+/// the hints allow, then one literal `Offer` per domain (interface or rails)
+/// and endpoint type; the matching itself is in `matches` and its
+/// per-attribute helpers.
 fn build_offers(
     version: u32,
     node: Option<&str>,
@@ -753,6 +759,9 @@ struct DomainAttr2 {
 }
 
 /// Allocate an `fi_info` with the core's allocator and fill it from `o`.
+///
+/// One function on purpose (~110 lines): one assignment per `fi_info`
+/// field, attribute by attribute in libfabric's struct order.
 unsafe fn write_info(o: &Offer) -> *mut sys::fi_info {
     // SAFETY: fi_dupinfo(NULL) is fi_allocinfo: a zeroed fi_info with all attrs.
     let p = unsafe { sys::fi_dupinfo(std::ptr::null()) };

@@ -122,6 +122,11 @@ pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> i
 }
 
 /// `fi_endpoint`.
+///
+/// One function on purpose (~150 lines): `fi_endpoint`'s checks of the info
+/// and the choice of address and interfaces happen in the order libfabric's
+/// attributes are read, each failing with its own code, before the
+/// sockets are opened and the endpoint object is built.
 pub unsafe extern "C" fn endpoint_open(
     domain: *mut sys::fid_domain,
     info: *mut sys::fi_info,

@@ -354,6 +354,10 @@ impl Peer {
     }
 
     /// A rails packet to send now, written into `buf` (the session is up).
+    ///
+    /// One function on purpose (~110 lines): the RAILS exchange's send side
+    /// in protocol order (offer, checks of learned addresses, answers), each
+    /// step writing the same packet buffer and returning.
     pub(crate) fn poll_rails(
         &mut self,
         ctx: &mut Ctx<'_>,

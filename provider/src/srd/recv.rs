@@ -301,6 +301,12 @@ impl Srd {
 
     /// A UDP datagram arrived from `from` (source IP and port). Returns the
     /// payload to deliver, if this packet carries new data.
+    ///
+    /// One function on purpose (~150 lines): it is the receive pipeline in the
+    /// order every packet passes it (parse, MAC, handshake types, admission,
+    /// ACK processing, data delivery), each step returning early; split, the
+    /// order that makes it safe (nothing runs before admission) would be
+    /// spread over helpers that each need the parsed packet and the peer.
     pub fn handle_datagram<'a>(
         &mut self,
         now: Instant,

@@ -387,6 +387,10 @@ impl Srd {
     /// its session established or restarted, or `None` (dropped, counted).
     /// No peer state is created or changed unless the packet carries a
     /// token only a live holder of our CHALLENGE could know.
+    ///
+    /// One function on purpose (~115 lines): the admission rule is one
+    /// decision table (known peer and token, restart, new session), read
+    /// best in one place; every branch ends in admit or drop-and-count.
     pub(crate) fn admit_packet(
         &mut self,
         now: Instant,
