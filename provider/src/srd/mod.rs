@@ -1,7 +1,25 @@
 //! The SRD core: per-peer reliable, exactly-once, unordered datagrams sprayed
 //! over many paths (UDP source ports), with selective acknowledgement, loss
 //! recovery on another path, path health, BBR-like congestion control and
-//! receiver credits. Sans-IO: `handle_*` in, `poll_*` out.
+//! receiver credits. Sans-IO: `handle_*` in, `poll_*` out. Where each
+//! mechanism lives (`PROTOCOL.md` §1-§8 describe them):
+//!
+//! | file | what |
+//! |------|------|
+//! | `session.rs` | the handshake, the token check every packet passes, restarts |
+//! | `recv.rs` | the receive path: parsing, admission, acks in, the window, credits |
+//! | `rx.rs` | one peer's receive window and the ack state derived from it |
+//! | `send.rs` | building packets: RESET, new data (window, credit, pacing), pure ACKs |
+//! | `tx.rs` | one peer's ring of datagram slots by PSN and its retransmit queue |
+//! | `ack.rs` | acknowledgements at the sender: acked PSNs, RTT and rate samples |
+//! | `recovery.rs` | retransmission: loss detection, tail probe, RTO, hedging, resends |
+//! | `path.rs` | per-path RTT and health, the path picker (spraying) |
+//! | `cc/` | congestion control behind the `Controller` trait (`bbr.rs`) |
+//! | `rails.rs` | several local NICs (rails) |
+//! | `reclaim.rs` | bounded peer memory: idle peers give their state back |
+//! | `place.rs` | direct placement: is this datagram new DATA, from its headers alone |
+//! | `auth.rs` | per-packet authentication with a job key |
+//! | `peer.rs`, `timer.rs`, `pool.rs`, `stats.rs` | the peer, its timers, buffer pool, counters |
 
 mod ack;
 mod auth;
