@@ -49,7 +49,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("max_peers", Kind::Int, "Most peers that remote handshakes may create per endpoint (default 65536; peers the application inserts in its address vector always count)"),
     ("peer_idle_timeout_ms", Kind::Int, "A peer with no traffic this long gives back its buffers and history (it keeps its session and resumes without a handshake), ms (default 120000)"),
     ("rx_batch", Kind::Int, "Datagrams taken per recvmmsg/sendmmsg call (default 32)"),
-    ("rx_place", Kind::Int, "Receive rendezvous data straight into the matched receive buffer (headers peeked first) while such a receive is waiting: 1 = yes (default), 0 = always through a bounce slot"),
+    ("rx_place", Kind::Int, "Receive rendezvous data straight into the matched receive buffer (headers peeked first) while such a receive is waiting: 1 = yes, 0 = always through a bounce slot; default 1 when datagrams are 16 KiB or more (loopback), else 0"),
     ("linger_ms", Kind::Int, "On close, keep answering peers until they were quiet this long (lost last ACKs), ms (default 10; 0 = close at once)"),
     ("nic_pci", Kind::Int, "1: fi_info->nic->bus_attr gives the interface's PCI location (FI_BUS_PCI) for consumers that place NICs by it (aws-ofi-nccl); 0 (default): FI_BUS_UNKNOWN, since MPICH aborts in MPI_Init when its hwloc cannot find the PCI function (the PyPI wheel's cannot, a virtio NIC's parent neither)"),
     ("stats", Kind::Str, "Write per-endpoint, per-peer and per-path counters (packets and bytes per path, retransmissions, RTOs, RTT, rate, window) as JSON lines to this file ('-' = stderr; %p = process id) at endpoint close"),
