@@ -880,6 +880,7 @@ fn config(mode: EpMode, local: SocketAddr, paths: usize, max_datagram: usize) ->
     // ACK within FI_SPRAY_ASSIST_US, so the peer's send still completes.
     // FI_SPRAY_ACK_DELAY_US=0 acknowledges every receive batch at once.
     cfg.ack_delay = us("ack_delay_us", Duration::from_micros(20));
+    cfg.ack_soon = us("ack_soon_us", d.ack_soon);
     cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
     cfg.min_rto = us("min_rto_us", d.min_rto);
     cfg.max_host_delay = us("max_host_delay_us", d.max_host_delay);

@@ -91,6 +91,14 @@ pub struct Config {
     pub unreachable_timeout: Duration,
     /// Longest time the receiver holds back an acknowledgement to batch it.
     pub ack_delay: Duration,
+    /// How long the receiver holds the acknowledgement of a DATA packet that
+    /// ends its sender's queue (no MORE flag) when no ack is due sooner: that
+    /// sender may wait on this ack to complete a send (a send completes once
+    /// acknowledged) and, in an exchange, no reply carries it. Short, yet
+    /// long enough for an application that answers at once (a ping-pong) to
+    /// carry the ack on its reply instead of a packet of its own. At most
+    /// `ack_delay`.
+    pub ack_soon: Duration,
     /// Most of the receiver-reported ack hold time (its delayed ack plus the
     /// time our packets waited in the receiving host, e.g. while its process
     /// was not scheduled) the congestion window covers on top of the network
@@ -156,6 +164,7 @@ impl Config {
             max_datagram: 1472,
             unreachable_timeout: Duration::from_secs(5),
             ack_delay: Duration::from_micros(50),
+            ack_soon: Duration::from_micros(5),
             max_host_delay: Duration::from_millis(4),
             ack_every: 16,
             min_rto: Duration::from_millis(2),

@@ -50,6 +50,15 @@ pub trait Datagrams {
     /// True when `send` to `peer` would be accepted now.
     fn can_send(&self, peer: PeerId) -> bool;
 
+    /// The layer above holds more for `peer` than it could hand down (it
+    /// stopped at `can_send`), or no longer does. A service may tell the
+    /// receiver (the SRD's flag MORE: the receiver acknowledges the last
+    /// packet of a sender with nothing more to send sooner, see
+    /// `Config::ack_soon`).
+    fn set_backlog(&mut self, peer: PeerId, more: bool) {
+        let _ = (peer, more);
+    }
+
     /// Queue one datagram of `len` bytes for `peer`. `fill` is called once with
     /// a buffer of exactly `len` bytes to write the payload into. `token` comes
     /// back in the `Acked` / `Failed` event of this datagram.

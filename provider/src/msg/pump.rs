@@ -91,16 +91,21 @@ impl<B: UserBuf> MsgLayer<B> {
         // Bounded: every turn either sends a datagram, retires the peer or blocks it.
         while let Some(p) = self.ready.pop_front() {
             if !dg.can_send(p) {
+                dg.set_backlog(p, true);
                 blocked.push(p);
                 continue;
             }
             match self.send_one(p, dg) {
-                Step::Blocked => blocked.push(p),
+                Step::Blocked => {
+                    dg.set_backlog(p, true);
+                    blocked.push(p);
+                }
                 Step::Parked => self.peer_mut(p).in_ready = false,
                 Step::Sent | Step::Idle => {
                     if self.peer_mut(p).has_work() {
                         self.ready.push_back(p);
                     } else {
+                        dg.set_backlog(p, false);
                         self.peer_mut(p).in_ready = false;
                     }
                 }

@@ -69,6 +69,7 @@ impl SrdNode {
         while let Some((to, token, data)) = self.outbox.front() {
             let peer = self.srd.peer(*to);
             if !self.srd.can_send(peer) {
+                self.srd.set_backlog(peer, true);
                 break;
             }
             let token = *token;
@@ -80,6 +81,13 @@ impl SrdNode {
             }
             self.sent += 1;
             self.outbox.pop_front();
+            if self
+                .outbox
+                .front()
+                .is_none_or(|(a, _, _)| self.srd.peer(*a) != peer)
+            {
+                self.srd.set_backlog(peer, false);
+            }
         }
         while let Some(ev) = self.srd.poll_event() {
             self.events.push((now, ev));

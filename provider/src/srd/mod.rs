@@ -158,6 +158,7 @@ impl Srd {
             local_ip: cfg.local.ip(),
             max_payload,
             ack_delay_ns: cfg.ack_delay.as_nanos() as u64,
+            ack_soon_ns: cfg.ack_soon.min(cfg.ack_delay).as_nanos() as u64,
             max_host_delay_ns: cfg.max_host_delay.as_nanos() as u64,
             ack_every: cfg.ack_every.max(1),
             min_rto_ns: (cfg.min_rto.as_nanos() as u64).max(1),
@@ -565,6 +566,12 @@ impl Datagrams for Srd {
 
     fn supports_body(&self) -> bool {
         true
+    }
+
+    fn set_backlog(&mut self, peer: PeerId, more: bool) {
+        if let Some(p) = self.peers.get_mut(peer.0 as usize) {
+            p.backlog = more;
+        }
     }
 
     fn send_with_body(

@@ -41,6 +41,8 @@ pub struct Params {
     pub max_payload: usize,
     /// Delayed-ack time, ns.
     pub ack_delay_ns: u64,
+    /// Ack hold after a DATA packet without MORE, ns (`Config::ack_soon`).
+    pub ack_soon_ns: u64,
     /// Most receiver hold time the congestion window covers, ns.
     pub max_host_delay_ns: u64,
     /// Ack after this many data packets.
@@ -135,6 +137,10 @@ pub struct Peer {
     pub rx_last_data: Option<Instant>,
     /// When the latest DATA packet left.
     pub last_data_sent: Instant,
+    /// The layer above holds more for this peer than our queue took
+    /// (`Datagrams::set_backlog`): DATA carries MORE even when our queue
+    /// runs dry.
+    pub backlog: bool,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
     /// When the tokens were last refilled.
@@ -223,6 +229,7 @@ impl Peer {
             rttvar_ns: 0,
             rx_last_data: None,
             last_data_sent: Instant::ZERO,
+            backlog: false,
             pacing_tokens: 0,
             pacing_at: Instant::ZERO,
             credit_probe_due: false,

@@ -420,11 +420,25 @@ impl Srd {
                         if peer.rx.unacked >= ctx.p.ack_every || h.flags & flags::ACK_NOW != 0 {
                             peer.rx.ack_now = true;
                         }
-                        if peer.timers.get(Timer::Ack).is_none() {
-                            peer.timers.set(
-                                Timer::Ack,
-                                now + core::time::Duration::from_nanos(ctx.p.ack_delay_ns),
-                            );
+                        // The last packet its sender had queued: it may wait
+                        // on this ack to complete a send, so hold it only
+                        // `ack_soon` (a prompt reply still carries it). Not
+                        // while so many senders share our credit that each
+                        // is held to fewer than `ack_every` packets: acks
+                        // then carry an incast's grants on their schedule,
+                        // and hastening them cost the 64-sender simulation
+                        // (`sim_incast_sched`) retransmission timeouts. A
+                        // few senders at once (an MPI exchange among 4
+                        // ranks) keep it.
+                        let light = ctx.credit >= ctx.p.ack_every.min(u32::from(u16::MAX)) as u16;
+                        let hold = if h.flags & flags::MORE == 0 && light {
+                            ctx.p.ack_soon_ns
+                        } else {
+                            ctx.p.ack_delay_ns
+                        };
+                        let at = now + core::time::Duration::from_nanos(hold);
+                        if peer.timers.get(Timer::Ack).is_none_or(|t| t > at) {
+                            peer.timers.set(Timer::Ack, at);
                         }
                         ctx.stats.rx_delivered += 1;
                         let was_wanting = peer.rx_wanting(now);

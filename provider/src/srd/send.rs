@@ -309,7 +309,7 @@ impl Peer {
         } else {
             0
         };
-        if self.has_more() {
+        if more || self.backlog {
             fl |= flags::MORE;
         }
         let t = self.send_data(ctx, now, psn, path, fl, buf);
