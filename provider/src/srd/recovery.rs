@@ -67,9 +67,6 @@ pub struct Recovery {
     /// When the retransmission timer last fired, until an ack decides whether
     /// it was spurious (see `Peer::undo_spurious_timeout`).
     pub rto_fired: Option<Instant>,
-    /// PSN just queued for resending by `hedge_slow_tail`: it goes on a
-    /// fast path.
-    pub hedge_psn: Option<u32>,
     /// PSNs moved off a slow path and not yet acked (at most 64).
     pub hedged: Vec<u32>,
     /// When the latest answer to a PROBE of ours (an ACK with ACK_NOW)
@@ -108,7 +105,6 @@ impl Recovery {
             tlp_count: 0,
             tlp_psn: None,
             rto_fired: None,
-            hedge_psn: None,
             hedged: Vec::new(),
             last_answer: Instant::ZERO,
             stall_probe_due: false,
@@ -475,7 +471,6 @@ impl Peer {
                 self.paths.paths[pi].probe_unanswered(now, rtt);
                 ctx.stats.tail_hedges += 1;
                 self.mark_lost(ctx, now, psn, false);
-                self.recovery.hedge_psn = Some(psn);
                 if self.recovery.hedged.len() >= MAX_HEDGED {
                     self.recovery.hedged.remove(0);
                 }
@@ -689,7 +684,6 @@ impl Peer {
             // Like a hedge, a resend goes on a path no slower than most:
             // it holds up the cumulative ack (and with it the send window),
             // and one of several slow paths would hold it for their queue.
-            self.recovery.hedge_psn = None;
             let (path, _) = self.paths.pick_fast(now, old_path);
             ctx.stats.retransmits += 1;
             let more = if self.has_more() { flags::MORE } else { 0 };
