@@ -160,7 +160,7 @@ pub fn line(
         io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
         io.rx_gro_datagrams, io.rx_gro_packets, io.rx_chained
     );
-    let fields: [(&str, u64); 54] = [
+    let fields: [(&str, u64); 55] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -204,6 +204,7 @@ pub fn line(
         ("rx_peer_limit", s.rx_peer_limit),
         ("peers", s.peers),
         ("peers_reclaimed", s.peers_reclaimed),
+        ("peers_trimmed", s.peers_trimmed),
         ("rx_bad_ack", s.rx_bad_ack),
         ("acked", s.acked),
         ("failed", s.failed),

@@ -3,9 +3,10 @@
 //! and this measures (a) A's heap bytes per idle peer, counted by a
 //! counting global allocator in this test binary (every byte A allocated
 //! for the peers: SRD and message-layer state, tables, vectors' spare
-//! capacity), while idle, and again once they are reclaimed
-//! (`Config::peer_idle_timeout`, checked to happen: at most 4 KiB each, the
-//! issue's target); (b) the engine CPU per message of an
+//! capacity), just after meeting them, once they are quiet (past
+//! `Config::peer_trim_after`, 1 s: trimmed, checked to happen) and once
+//! reclaimed (`Config::peer_idle_timeout`, checked to happen): at most 4 KiB
+//! each when quiet or reclaimed, the target; (b) the engine CPU per message of an
 //! 8-byte tagged ping-pong with ONE peer while N - 1 peers idle, which must
 //! not grow with N (asserted: at most 2x between N = 16384 and N <= 64, a
 //! scan of the idle peers on the per-packet path costs 10x and more);
@@ -210,6 +211,8 @@ impl Net {
 struct Row {
     n: usize,
     idle_bytes: f64,
+    /// Per idle peer once quiet past `Config::peer_trim_after` (trimmed).
+    quiet_bytes: f64,
     /// Per idle peer once reclaimed (`Config::peer_idle_timeout`).
     reclaimed_bytes: f64,
     msg_ns: f64,
@@ -296,6 +299,17 @@ fn measure(n: usize) -> (Row, Net, PeerId, PeerId) {
         })
         .collect();
     hs.sort_by(f64::total_cmp);
+    // Quiet past the trim time (the active peer too): every idle peer trims.
+    // (With many peers, the first met trimmed while the others were met.)
+    net.tick(2_000_000_000);
+    net.settle(addr(1));
+    let trimmed = net.a.srd_stats().peers_trimmed;
+    let quiet_bytes = (live() - base) as f64 / (idle + hs.len() as f64).max(1.0);
+    assert!(
+        trimmed as usize >= n - 1 + hs.len(),
+        "N={n}: only {trimmed} of {} idle peers trimmed",
+        n - 1 + hs.len()
+    );
     // Past the idle timeout every idle peer gives its state back.
     net.tick(125_000_000_000);
     net.settle(addr(1));
@@ -312,6 +326,7 @@ fn measure(n: usize) -> (Row, Net, PeerId, PeerId) {
     let row = Row {
         n,
         idle_bytes,
+        quiet_bytes,
         reclaimed_bytes,
         msg_ns,
         hs_us: hs[hs.len() / 2],
@@ -333,13 +348,13 @@ fn cost_per_peer() {
         nets.push((net, pb, pa));
     }
     println!(
-        "{:>6} {:>14} {:>18} {:>12} {:>14}",
-        "N", "B/idle peer", "B/reclaimed peer", "ns/message", "first msg us"
+        "{:>6} {:>16} {:>15} {:>18} {:>12} {:>14}",
+        "N", "B/peer just met", "B/quiet peer", "B/reclaimed peer", "ns/message", "first msg us"
     );
     for r in &rows {
         println!(
-            "{:>6} {:>14.0} {:>18.0} {:>12.0} {:>14.1}",
-            r.n, r.idle_bytes, r.reclaimed_bytes, r.msg_ns, r.hs_us
+            "{:>6} {:>16.0} {:>15.0} {:>18.0} {:>12.0} {:>14.1}",
+            r.n, r.idle_bytes, r.quiet_bytes, r.reclaimed_bytes, r.msg_ns, r.hs_us
         );
     }
     // Against the better of N = 1 and 64 (a busy moment of the shared
@@ -364,17 +379,26 @@ fn cost_per_peer() {
         "ns per message grows with idle peers: {large:.0} at N={} vs {small:.0} at N<=64",
         rows[last].n
     );
-    // An idle peer holds the SRD `Peer` (1608 bytes inline, of which the
+    // A peer just met holds the SRD `Peer` (1672 bytes inline, of which the
     // receive window 552), its 16 `Path`s (248 bytes each on the heap, with
-    // their RTT history), the message layer's per-peer state and the address
-    // map: ~6.7 KB, bounded here against growth. Past the idle timeout it
-    // gives its path records back: the target, 4 KiB, holds.
+    // their RTT history), a slot or two of its send ring, the message
+    // layer's per-peer state and the address map: ~6.7 KB, bounded here
+    // against growth (with many peers the first met are quiet already).
+    // Quiet for a second it trims (its path records become 8 bytes each),
+    // and past the idle timeout it is reclaimed: the target, 4 KiB,
+    // holds for both.
     for r in &rows[1..] {
         assert!(
             r.idle_bytes <= 7168.0,
             "N={}: {:.0} bytes per idle peer",
             r.n,
             r.idle_bytes
+        );
+        assert!(
+            r.quiet_bytes <= 4096.0,
+            "N={}: {:.0} bytes per quiet (trimmed) peer",
+            r.n,
+            r.quiet_bytes
         );
         assert!(
             r.reclaimed_bytes <= 4096.0,

@@ -901,6 +901,7 @@ fn config(mode: EpMode, local: SocketAddr, paths: usize, max_datagram: usize) ->
     cfg.flowlet_bytes = params::get_size("flowlet_bytes").unwrap_or(d.flowlet_bytes);
     cfg.max_peers = params::int_or("max_peers", i64::from(d.max_peers), 1, 1 << 24) as u32;
     cfg.peer_idle_timeout = ms("peer_idle_timeout_ms", d.peer_idle_timeout);
+    cfg.peer_trim_after = ms("peer_trim_ms", d.peer_trim_after);
     crate::identity::fill(&mut cfg);
     cfg
 }

@@ -65,7 +65,9 @@ impl SrdNode {
         self.outbox.push_back((to, token, data));
     }
 
-    fn pump(&mut self, now: Instant) {
+    /// Hand queued datagrams to the core as its queue allows (each step
+    /// does; a test may too, to look at the core before anything is sent).
+    pub fn pump(&mut self, now: Instant) {
         while let Some((to, token, data)) = self.outbox.front() {
             let peer = self.srd.peer(*to);
             if !self.srd.can_send(peer) {

@@ -125,10 +125,14 @@ pub struct Srd {
     max_peers: usize,
     /// A peer idle this long gives its state back (`Config::peer_idle_timeout`), ns.
     idle_ns: u64,
+    /// A quiet peer trims its state after this long (`Config::peer_trim_after`), ns.
+    trim_ns: u64,
     /// When idle peers are next looked for (`None`: no peer holds state).
     next_sweep: Option<Instant>,
     /// A peer was used since the sweep was last armed.
     sweep_wanted: bool,
+    /// `next_sweep` is at most a quarter of the trim time away.
+    sweep_soon: bool,
     /// The job key and its derived keys (`Config::auth_key`), if any.
     auth: Option<auth::Auth>,
     /// The key of the packet `poll_transmit` last returned with a deferred
@@ -188,8 +192,10 @@ impl Srd {
             ),
             max_peers: cfg.max_peers.max(1) as usize,
             idle_ns: (cfg.peer_idle_timeout.as_nanos() as u64).max(1),
+            trim_ns: (cfg.peer_trim_after.as_nanos() as u64).max(1),
             next_sweep: None,
             sweep_wanted: false,
+            sweep_soon: false,
             auth,
             unsealed: None,
             rails: rails::Rails::default(),
@@ -624,6 +630,7 @@ impl Srd {
         self.sweep_wanted = true;
         let peer = &mut self.peers[i];
         peer.reclaimed = false;
+        peer.trimmed = false;
         peer.paths.ensure();
         if !peer.tx.busy() {
             // The unreachable clock starts when the peer goes from idle to
@@ -631,8 +638,7 @@ impl Srd {
             peer.tx.idle_until_poll = true;
         }
         let psn = peer.tx.next_psn;
-        let slot = peer.tx.slot_mut(psn);
-        debug_assert!(slot.state == SlotState::Free);
+        let slot = peer.tx.slot_new();
         slot.state = SlotState::Queued;
         slot.token = token;
         if buf.is_empty() {

@@ -1,4 +1,5 @@
-//! Unit tests of the path set's flowlet sizing (`PathSet::on_flowlet_*`).
+//! Unit tests of the path set's flowlet sizing (`PathSet::on_flowlet_*`)
+//! and of the trimmed peer's RTT summary.
 
 use super::*;
 
@@ -69,4 +70,24 @@ fn a_cap_of_one_packet_grows_back() {
         t += 100;
     }
     assert!(s.flowlet_cap() >= 4, "cap {}", s.flowlet_cap());
+}
+
+#[test]
+fn rtt_codes_round_up_and_keep_three_digits() {
+    for ns in [
+        1u64,
+        999,
+        1000,
+        1001,
+        14_419,
+        2_047_000,
+        2_048_001,
+        30_000_000,
+        67_000_000_000,
+    ] {
+        let back = rtt_decode(rtt_code(ns));
+        assert!(back >= ns, "{ns} ns -> {back}");
+        assert!(back <= ns + ns / 1000 + 1000, "{ns} ns -> {back}");
+    }
+    assert!(rtt_code(u64::MAX) & (1 << 15) == 0);
 }

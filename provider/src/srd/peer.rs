@@ -103,7 +103,7 @@ pub struct Peer {
     /// packets are dropped, even with a cookie that was once valid.
     pub retired_nonces: [u64; super::session::RETIRED],
     /// The session's MAC keys (with a job key, once a session is up).
-    pub(crate) keys: Option<super::auth::PeerKeys>,
+    pub(crate) keys: Option<Box<super::auth::PeerKeys>>,
     /// Its rails, when both sides have several (`rails.rs`); `None` otherwise.
     pub(crate) rails: Option<Box<super::rails::PeerRails>>,
     /// Our handshake under way (HELLO sent, CHALLENGE awaited).
@@ -114,6 +114,8 @@ pub struct Peer {
     pub last_verify: Option<Instant>,
     /// Holds no state worth reclaiming (new, or reclaimed, and unused since).
     pub reclaimed: bool,
+    /// Gave its send ring and path records back (`Peer::trim`), unused since.
+    pub trimmed: bool,
     /// When a packet last came from it or went to it.
     pub last_active: Instant,
     /// Send state.
@@ -207,6 +209,7 @@ impl Peer {
             hs_due: false,
             last_verify: None,
             reclaimed: true,
+            trimmed: false,
             last_active: Instant::ZERO,
             tx: Tx::new(p.unscheduled),
             rx: Rx::new(),

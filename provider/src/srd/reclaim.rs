@@ -1,5 +1,8 @@
-//! Bounded peer memory: idle peers give their per-peer state back (the send
-//! ring, path queues, congestion and RTT history) while keeping what the
+//! Bounded peer memory, in two steps. A peer quiet for a moment
+//! (`Config::peer_trim_after`, 1 s) trims: it gives back its send ring and
+//! path records and keeps each path's RTT and health in 4 bytes. A peer idle
+//! for long (`Config::peer_idle_timeout`) gives back the rest of its
+//! per-peer state (congestion and RTT history) while keeping what the
 //! session needs to go on unnoticed by the other side: its nonce and tokens,
 //! the packet numbers in both directions and the receive window. The peer's
 //! id and address stay, so nothing above (the message layer's per-peer
@@ -22,11 +25,12 @@ impl Peer {
             .map(|p| p.outstanding.capacity() * core::mem::size_of::<(u32, u64)>())
             .sum();
         core::mem::size_of::<Peer>()
-            + self.tx.slots.capacity() * core::mem::size_of::<Slot>()
+            + self.tx.ring_capacity() * core::mem::size_of::<Slot>()
             + self.tx.retx.capacity() * 4
             + self.recovery.hedged.capacity() * 4
             + self.paths.paths.capacity() * core::mem::size_of::<super::path::Path>()
             + paths
+            + self.paths.summary_memory()
             + self.rails_memory()
     }
 
@@ -38,6 +42,25 @@ impl Peer {
             && self.quiescent()
             && now.saturating_since(self.last_active) >= idle
     }
+
+    /// Could this peer trim at `now` (as `reclaimable`, after `quiet`)?
+    fn trimmable(&self, now: Instant, quiet: Duration) -> bool {
+        !self.reclaimed
+            && !self.trimmed
+            && self.hs.is_none()
+            && self.quiescent()
+            && now.saturating_since(self.last_active) >= quiet
+    }
+
+    /// Give back the send ring, the retransmission queues and the path
+    /// records (each path's RTT and health stay, see `PathSet::compact`).
+    /// Nothing is queued or in flight, so no slot or path record is in use.
+    fn trim(&mut self) {
+        self.tx.shrink();
+        self.recovery.hedged = Vec::new();
+        self.paths.compact();
+        self.trimmed = true;
+    }
 }
 
 impl Srd {
@@ -47,14 +70,18 @@ impl Srd {
     /// reclaiming (traffic with any other peer brings it round).
     pub(crate) fn sweep(&mut self, now: Instant) {
         let idle = Duration::from_nanos(self.idle_ns);
-        let mut busy = false;
+        let quiet = Duration::from_nanos(self.trim_ns);
+        let (mut busy, mut untrimmed) = (false, false);
         for i in 0..self.peers.len() {
+            if self.peers[i].trimmable(now, quiet) {
+                self.peers[i].trim();
+                self.stats.peers_trimmed += 1;
+            }
             if self.peers[i].reclaimable(now, idle) {
                 let old = &self.peers[i];
                 let mut fresh = Peer::new(old.id, old.addr, &self.p);
                 fresh.establish(old.remote_nonce, old.token, old.own_cookie);
                 fresh.retired_nonces = old.retired_nonces;
-                fresh.keys = old.keys;
                 fresh.last_verify = old.last_verify;
                 fresh.probe_no = old.probe_no;
                 // Packet numbers go on: everything below was acked or failed,
@@ -67,6 +94,7 @@ impl Srd {
                 // Still on `senders` until `update_credit` takes it off.
                 fresh.rx_listed = old.rx_listed;
                 let mut old = core::mem::replace(&mut self.peers[i], fresh);
+                self.peers[i].keys = old.keys.take();
                 self.peers[i].adopt_rails(&self.p, old.rails.take());
                 // The receive window (no heap) keeps its place, so a late
                 // duplicate is still recognised.
@@ -77,15 +105,29 @@ impl Srd {
                 self.peers[i].paths.release();
                 self.stats.peers_reclaimed += 1;
             }
-            busy |= !self.peers[i].reclaimed;
+            let p = &self.peers[i];
+            busy |= !p.reclaimed;
+            untrimmed |= !p.reclaimed && !p.trimmed;
         }
-        self.next_sweep = busy.then(|| now + idle / 4);
+        // Every quarter of the trim time while a peer may still trim, else
+        // of the idle timeout (a sweep walks every peer).
+        self.next_sweep = if untrimmed {
+            Some(now + quiet / 4)
+        } else {
+            busy.then(|| now + idle / 4)
+        };
+        self.sweep_soon = untrimmed;
     }
 
-    /// A peer was used since the last sweep: arm the sweep if it is not.
+    /// A peer was used since the last sweep: arm the sweep at the trim pace
+    /// unless it is (once per change of pace, not per packet).
     pub(crate) fn arm_sweep(&mut self, now: Instant) {
-        if self.sweep_wanted && self.next_sweep.is_none() {
-            self.next_sweep = Some(now + Duration::from_nanos(self.idle_ns / 4));
+        if self.sweep_wanted && !self.sweep_soon {
+            let at = now + Duration::from_nanos(self.trim_ns.min(self.idle_ns) / 4);
+            if self.next_sweep.is_none_or(|t| t > at) {
+                self.next_sweep = Some(at);
+            }
+            self.sweep_soon = true;
         }
         self.sweep_wanted = false;
     }

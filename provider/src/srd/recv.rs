@@ -369,6 +369,7 @@ impl Srd {
         }
         let (peer, mut ctx) = self.split(id.0 as usize);
         peer.reclaimed = false;
+        peer.trimmed = false;
         peer.paths.ensure();
         peer.last_active = now;
         // An ACK flagged ACK_NOW answers a PROBE of ours (see

@@ -403,7 +403,7 @@ impl Srd {
             let peer = &self.peers[id.0 as usize];
             if peer.remote_nonce != 0 && h.src_nonce == peer.remote_nonce {
                 if h.dst_token == peer.token || h.dst_token == peer.own_cookie {
-                    let key = peer.keys.map(|k| k.rx);
+                    let key = peer.keys.as_ref().map(|k| k.rx);
                     let rails = peer.rails.is_some();
                     let ok = self.tag_ok(key, pkt);
                     if ok && rails {
@@ -431,7 +431,7 @@ impl Srd {
                 && h.src_nonce == peer.remote_nonce
                 && (h.dst_token == peer.token || h.dst_token == peer.own_cookie)
             {
-                let key = peer.keys.map(|k| k.rx);
+                let key = peer.keys.as_ref().map(|k| k.rx);
                 if !self.tag_ok(key, pkt) {
                     return None;
                 }

@@ -115,6 +115,9 @@ pub struct SrdStats {
     pub peers: u64,
     /// Idle peers whose state was reclaimed (see `Config::peer_idle_timeout`).
     pub peers_reclaimed: u64,
+    /// Quiet peers that gave back their send ring and path records (see
+    /// `Config::peer_trim_after`).
+    pub peers_trimmed: u64,
     /// Peers visited by `poll_transmit` and `handle_timeout`: grows with the
     /// peers in use (the `active` list), not with every peer ever met.
     pub peer_polls: u64,
@@ -247,8 +250,9 @@ impl super::Srd {
                     pacing_rate_bps: p.cc.pacing_rate().unwrap_or(0),
                     bandwidth_bps: p.cc.bandwidth(),
                     bytes_in_flight: p.tx.bytes_in_flight,
-                    retransmits: paths.iter().map(|x| x.retransmits).sum(),
-                    lost: paths.iter().map(|x| x.lost).sum(),
+                    retransmits: p.paths.retired_retransmits
+                        + paths.iter().map(|x| x.retransmits).sum::<u64>(),
+                    lost: p.paths.retired_lost + paths.iter().map(|x| x.lost).sum::<u64>(),
                     rtos: p.paths.rtos,
                     tail_probes: p.paths.tail_probes,
                     flowlet_cap_pkts: p.paths.flowlet_cap(),
