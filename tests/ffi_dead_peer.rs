@@ -4,9 +4,10 @@
 //! silent socket, an endpoint that was closed after talking to us, a port
 //! nobody listens on) completes with `FI_EHOSTUNREACH` within the timeout, the
 //! send counter counts the errors, and the endpoint keeps working with live
-//! peers. (The receiving side of a dead sender has nothing in flight and no
-//! such timeout: its posted receive waits, as with every libfabric provider;
-//! see README.md.)
+//! peers. (Receives: a receive from any source waits, as with every
+//! libfabric provider; one directed at a dead peer we had a session with
+//! fails once its probes find it unreachable, `provider/tests/
+//! engine_keepalive.rs`; see README.md.)
 
 mod common;
 use common::duo::*;
@@ -175,4 +176,129 @@ fn sockaddr(a: std::net::SocketAddr) -> libc::sockaddr_in {
     sa.sin_port = v4.port().to_be();
     sa.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
     sa
+}
+
+/// A receive directed at a peer (`FI_DIRECTED_RECV`, an `MPI_Recv` from a
+/// rank) that died after talking to us fails with `FI_EHOSTUNREACH` within
+/// the timeout (the peer is probed while the receive waits); a receive from
+/// any source stays posted and still takes a live peer's message.
+#[test]
+fn a_receive_from_a_dead_peer_fails_within_the_timeout() {
+    init();
+    std::env::set_var("FI_SPRAY_UNREACHABLE_TIMEOUT_MS", TIMEOUT_MS.to_string());
+    let info = info_with((sys::FI_MSG | sys::FI_TAGGED) as u64 | sys::FI_DIRECTED_RECV);
+    let (fab, dom) = open_domain(info);
+    let av = open_av(dom);
+    let [a, b, gone] = [0; 3].map(|_| open_ep(dom, info));
+    let [cq_a, cq_b, cq_gone] = [0; 3].map(|_| open_cq(dom, sys::fi_cq_format_FI_CQ_FORMAT_TAGGED));
+    for (ep, cq) in [(a, cq_a), (b, cq_b), (gone, cq_gone)] {
+        assert_eq!(bind(ep, av, 0), 0);
+        assert_eq!(bind(ep, cq, (sys::FI_TRANSMIT | sys::FI_RECV) as u64), 0);
+        assert_eq!(control(ep, sys::FI_ENABLE, null_mut()), 0);
+    }
+    let to_a = av_insert(av, &getname(a));
+    let to_gone = av_insert(av, &getname(gone));
+    let small = [0x33u8; 64];
+    let mut rx = [[0u8; 64]; 3];
+    // The soon-dead peer talks to us first (a session), then goes away.
+    unsafe {
+        let tagged = &*(*a).tagged;
+        let r = tagged.recv.unwrap()(
+            a,
+            rx[0].as_mut_ptr().cast(),
+            64,
+            null_mut(),
+            to_gone,
+            5,
+            0,
+            ctx(1),
+        );
+        assert_eq!(r, 0);
+        let r = (*(*gone).tagged).send.unwrap()(
+            gone,
+            small.as_ptr().cast(),
+            64,
+            null_mut(),
+            to_a,
+            5,
+            ctx(2),
+        );
+        assert_eq!(r, 0);
+    }
+    assert_eq!(
+        wait_one(cq_a, cq_gone).expect("first message").op_context as usize,
+        1
+    );
+    assert_eq!(
+        wait_one(cq_gone, cq_a).expect("its send").op_context as usize,
+        2
+    );
+    assert_eq!(close(gone), 0);
+    assert_eq!(close(cq_gone), 0);
+    let start = Instant::now();
+    unsafe {
+        let tagged = &*(*a).tagged;
+        let r = tagged.recv.unwrap()(
+            a,
+            rx[1].as_mut_ptr().cast(),
+            64,
+            null_mut(),
+            to_gone,
+            6,
+            0,
+            ctx(3),
+        );
+        assert_eq!(r, 0);
+        let r = tagged.recv.unwrap()(
+            a,
+            rx[2].as_mut_ptr().cast(),
+            64,
+            null_mut(),
+            ANY,
+            7,
+            0,
+            ctx(4),
+        );
+        assert_eq!(r, 0);
+    }
+    let e = match wait_one(cq_a, cq_b) {
+        Ok(e) => panic!("a receive completed with no sender: {e:?}"),
+        Err(e) => e,
+    };
+    let t = start.elapsed();
+    assert_eq!(
+        (e.op_context as usize, e.err),
+        (3, sys::FI_EHOSTUNREACH as i32)
+    );
+    assert!(
+        t < Duration::from_millis(TIMEOUT_MS) + SLACK,
+        "the receive failed after {t:?}, timeout {TIMEOUT_MS} ms"
+    );
+    println!("directed receive failed {t:?} after its peer closed");
+    // The receive from any source is still there for a live peer.
+    unsafe {
+        let r =
+            (*(*b).tagged).send.unwrap()(b, small.as_ptr().cast(), 64, null_mut(), to_a, 7, ctx(5));
+        assert_eq!(r, 0);
+    }
+    assert_eq!(
+        wait_one(cq_a, cq_b).expect("live message").op_context as usize,
+        4
+    );
+    assert_eq!(
+        wait_one(cq_b, cq_a).expect("live send").op_context as usize,
+        5
+    );
+    for f in [
+        a.cast::<sys::fid>(),
+        b.cast(),
+        cq_a.cast(),
+        cq_b.cast(),
+        av.cast(),
+        dom.cast(),
+        fab.cast(),
+    ] {
+        assert_eq!(close(f), 0);
+    }
+    unsafe { sys::fi_freeinfo(info) };
 }

@@ -558,6 +558,14 @@ impl EpState {
         } else {
             // Usually nothing to send: only hand over what it completed (a
             // receive matched to an unexpected eager message).
+            if src.is_some() {
+                // A receive directed at a peer may start the keepalive round
+                // that probes it (`Engine::post_recv`): the next progress
+                // must run the engine's timers even with nothing arriving.
+                if let Some(run) = &mut self.run {
+                    run.next_timer = run.engine.poll_timeout();
+                }
+            }
             self.take_completions();
         }
         op_result(rc)

@@ -32,6 +32,10 @@ pub struct Engine<B: UserBuf> {
     msg: MsgLayer<B>,
     /// Next keepalive round, while operations wait on peers (see `keepalive`).
     keepalive_at: Option<Instant>,
+    /// A receive directed at a peer was posted with no round armed: the
+    /// next `handle_timeout` (due at once) arms one. A post has no clock,
+    /// and with nothing else going on no input or timer would ever arm it.
+    keepalive_arm: bool,
 }
 
 /// How often peers we wait on are probed when nothing else goes to them, ns:
@@ -51,6 +55,7 @@ impl<B: UserBuf> Engine<B> {
             srd,
             msg,
             keepalive_at: None,
+            keepalive_arm: false,
         }
     }
 
@@ -113,7 +118,9 @@ impl<B: UserBuf> Engine<B> {
 
     /// Post a receive (may complete at once from the unexpected queue).
     pub fn post_recv(&mut self, op: RecvOp<B>) -> Result<(), OpError> {
+        let directed = op.src.is_some();
         self.msg.post_recv(op)?;
+        self.keepalive_arm |= directed && self.keepalive_at.is_none();
         // Matching an unexpected rendezvous message may queue control traffic.
         self.msg.pump(&mut self.srd);
         Ok(())
@@ -290,11 +297,13 @@ impl<B: UserBuf> Engine<B> {
     }
 
     /// While started operations wait on peers for a reply (an RMA reply, a CTS)
-    /// or receives for the rest of a message, probe every such peer that has
+    /// or receives for the rest of a message or for a message from a named
+    /// peer we have a session with, probe every such peer that has
     /// nothing of ours in flight, every `unreachable_timeout / 4`: a peer that
     /// died silently then fails its probe, and with it the operations waiting
     /// on it, instead of hanging.
     fn keepalive(&mut self, now: Instant) {
+        self.keepalive_arm = false;
         if self.msg.pending_initiated() == 0 && !self.msg.receiving() {
             self.keepalive_at = None;
             return;
@@ -310,6 +319,11 @@ impl<B: UserBuf> Engine<B> {
         }
         for p in self.msg.waiting_peers() {
             if self.srd.outstanding(p) == 0 {
+                self.msg.push_keepalive(p);
+            }
+        }
+        for p in self.msg.recv_waiting_peers() {
+            if self.srd.has_session(p) && self.srd.outstanding(p) == 0 {
                 self.msg.push_keepalive(p);
             }
         }
@@ -387,6 +401,9 @@ impl<B: UserBuf> Engine<B> {
 
     /// When `handle_timeout` must next run.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.keepalive_arm {
+            return Some(Instant::ZERO);
+        }
         match (self.srd.poll_timeout(), self.keepalive_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

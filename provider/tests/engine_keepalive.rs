@@ -265,3 +265,127 @@ fn long_waits_on_a_live_peer_do_not_fail() {
     );
     assert_eq!(s.nodes[0].srd_stats().failed, 0);
 }
+
+/// One 8-byte message from node 1 to node 0 (a session, nothing left owed).
+fn hello_from_1(s: &mut Sim<Node>) {
+    let p0 = s.nodes[1].peer(addr(0));
+    s.nodes[0].post_recv(recv_from(None, 1)).expect("post recv");
+    s.nodes[1]
+        .post_send(SendOp {
+            peer: p0,
+            buf: vec![1u8; 8],
+            tag: Some(1),
+            data: None,
+            context: 1,
+            report: false,
+            delivery_complete: false,
+        })
+        .expect("post send");
+    let limit = s.now + Duration::from_millis(10);
+    let c = completion(s, limit).expect("the first message arrives");
+    assert_eq!((c.context, c.error), (1, None));
+    // Its ack goes back.
+    let quiet = s.now + Duration::from_millis(5);
+    s.run_until(quiet, |_| false);
+}
+
+/// A receive of tag `ctx` from `src` (any peer with `None`).
+fn recv_from(src: Option<spray::PeerId>, ctx: u64) -> RecvOp<Vec<u8>> {
+    RecvOp {
+        src,
+        buf: vec![0u8; 4096],
+        tag: Some((ctx, 0)),
+        context: ctx,
+        flags: RecvFlags::default(),
+        report: true,
+    }
+}
+
+/// A rank blocked in a receive from a peer that dies before sending it
+/// anything (`MPI_Recv` from a rank killed, or whose host's link went away)
+/// has no other operation that would fail: the receive, directed at that
+/// peer, makes it probed, and fails with `PeerUnreachable`; a receive from
+/// any peer stays posted (another may still send it).
+#[test]
+fn directed_receive_fails_when_its_peer_dies_silently() {
+    for seed in 1..=3 {
+        let mut s = sim(seed);
+        hello_from_1(&mut s);
+        let p1 = s.nodes[0].peer(addr(1));
+        s.nodes[0]
+            .post_recv(recv_from(Some(p1), 2))
+            .expect("post recv");
+        s.nodes[0].post_recv(recv_from(None, 3)).expect("post recv");
+        s.down[1] = true;
+        let died = s.now;
+        let limit = died + UNREACHABLE * 6;
+        let c = completion(&mut s, limit).unwrap_or_else(|| {
+            panic!(
+                "seed {seed}: still waiting {:?} after the peer died",
+                limit - died
+            )
+        });
+        assert_eq!(
+            (c.context, c.error),
+            (2, Some(CompError::PeerUnreachable)),
+            "seed {seed}: {c:?}"
+        );
+        println!(
+            "seed {seed}: directed receive failed {:?} after the peer died",
+            s.now - died
+        );
+        let limit = s.now + UNREACHABLE * 4;
+        assert!(
+            completion(&mut s, limit).is_none(),
+            "seed {seed}: the receive from any peer completed"
+        );
+    }
+}
+
+/// While the named peer lives, a receive directed at it waits as long as it
+/// must (ten unreachable timeouts, probed all along) and then completes
+/// intact; a peer never heard from is not probed at all (it may not have
+/// started yet) and its receive stays posted.
+#[test]
+fn directed_receives_wait_on_live_or_unknown_peers() {
+    let mut s = sim(5);
+    hello_from_1(&mut s);
+    let p1 = s.nodes[0].peer(addr(1));
+    let p2 = s.nodes[0].peer(addr(2));
+    s.nodes[0]
+        .post_recv(recv_from(Some(p1), 2))
+        .expect("post recv");
+    s.nodes[0]
+        .post_recv(recv_from(Some(p2), 3))
+        .expect("post recv");
+    let before = s.nodes[0].msg_stats().keepalives;
+    let limit = s.now + UNREACHABLE * 10;
+    assert!(
+        completion(&mut s, limit).is_none(),
+        "a directed receive completed while its peer lived or never spoke"
+    );
+    let probes = s.nodes[0].msg_stats().keepalives - before;
+    assert!(probes >= 10, "keepalives {probes}");
+    assert_eq!(s.nodes[0].srd_stats().failed, 0);
+    assert_eq!(
+        s.nodes[0].srd_stats().tx_hellos,
+        0,
+        "the unknown peer was contacted"
+    );
+    let p0 = s.nodes[1].peer(addr(0));
+    s.nodes[1]
+        .post_send(SendOp {
+            peer: p0,
+            buf: vec![9u8; 4096],
+            tag: Some(2),
+            data: None,
+            context: 4,
+            report: false,
+            delivery_complete: false,
+        })
+        .expect("post send");
+    let limit = s.now + UNREACHABLE;
+    let c = completion(&mut s, limit).expect("the directed receive completes");
+    assert_eq!((c.context, c.error), (2, None), "{c:?}");
+    assert!(c.buf.as_ref().is_some_and(|b| b.iter().all(|&x| x == 9)));
+}

@@ -35,6 +35,20 @@ fn check(sim: &Sim<SrdNode>, a: usize, b: usize, lo: u64, hi: u64) {
     assert_eq!(sim.nodes[a].failed().count(), 0);
 }
 
+/// Let both nodes idle for `d`; the sweep runs on the next call into the
+/// core (an idle endpoint is not woken for it): a timer call on each side
+/// stands for whatever comes next.
+fn idle_for(sim: &mut Sim<SrdNode>, d: Duration) {
+    let until = sim.now + d;
+    sim.run_until(until, |_| false);
+    // (`run_until` stops at the last event: the clock runs on idle.)
+    sim.now = sim.now.max(until);
+    for i in 0..2 {
+        let now = sim.now;
+        sim.nodes[i].srd.handle_timeout(now);
+    }
+}
+
 /// Peers idle past `peer_idle_timeout` are reclaimed (their memory falls to
 /// that of a new peer) on one side or both; traffic then resumes in both
 /// directions with no handshake, no restart and exactly-once delivery.
@@ -77,17 +91,8 @@ fn idle_peers_are_reclaimed_and_resume_unnoticed() {
             check(&sim, 0, 1, lo, next);
             check(&sim, 1, 0, lo, next);
             let used = sim.nodes[0].srd.peer_memory();
-            // Idle past both timeouts; the sweep runs on the next call into
-            // the core (an idle endpoint is not woken for it): a stray
-            // packet to each side stands for whatever comes next.
-            let until = sim.now + Duration::from_millis(600);
-            sim.run_until(until, |_| false);
-            // (`run_until` stops at the last event: the clock runs on idle.)
-            sim.now = sim.now.max(until);
-            for i in 0..2 {
-                let now = sim.now;
-                sim.nodes[i].srd.handle_timeout(now);
-            }
+            // Idle past both timeouts.
+            idle_for(&mut sim, Duration::from_millis(600));
             let idle = sim.nodes[0].srd.peer_memory();
             rounds.push((used, idle));
             assert!(
@@ -213,13 +218,7 @@ fn quiet_peers_trim_and_keep_path_rtts_and_health() {
         }
         let rtts: Vec<(u64, u64)> = st.paths.iter().map(|p| (p.srtt_ns, p.min_rtt_ns)).collect();
         let used = sim.nodes[0].srd.peer_memory();
-        let until = sim.now + Duration::from_millis(200);
-        sim.run_until(until, |_| false);
-        sim.now = sim.now.max(until);
-        for i in 0..2 {
-            let now = sim.now;
-            sim.nodes[i].srd.handle_timeout(now);
-        }
+        idle_for(&mut sim, Duration::from_millis(200));
         let quiet = sim.nodes[0].srd.peer_memory();
         assert!(
             quiet <= 2048,

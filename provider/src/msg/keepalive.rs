@@ -6,7 +6,12 @@
 //! (the SRD's unreachable timeout), and the operations waiting on it fail
 //! instead of hanging. The receive side matters as much as the send side: a
 //! rank whose link dies after its own sends were acknowledged, while it waits
-//! for a peer's rendezvous data, has nothing else that would ever fail.
+//! for a peer's rendezvous data, has nothing else that would ever fail; nor
+//! has one blocked in a receive directed at a peer (`MPI_Recv` from a rank)
+//! that died before sending anything: such a peer is probed too once a
+//! session with it exists (`Engine::keepalive`), and its directed receives
+//! fail when it is found unreachable. (A peer never heard from is not
+//! probed: it may simply not have started yet.)
 //!
 //! On the wire a keepalive is a CREDIT with `total` 0 (`Ctrl::datagram`), and
 //! stays so: the receiver need not tell it from a CREDIT (0 bytes back, and
@@ -53,6 +58,12 @@ impl<B: UserBuf> MsgLayer<B> {
             .collect()
     }
 
+    /// Peers that posted receives wait on by name (`src` given, no message
+    /// matched yet): probed while a session with them exists.
+    pub fn recv_waiting_peers(&self) -> Vec<PeerId> {
+        self.directed_recv_peers()
+    }
+
     /// Queue a keepalive to `p` (unless one is queued already).
     pub fn push_keepalive(&mut self, p: PeerId) {
         if !self.peer_mut(p).ctrl.contains(&Ctrl::Keepalive) {
@@ -82,13 +93,15 @@ impl<B: UserBuf> MsgLayer<B> {
     /// it is told to stop waiting for them (ABORT). Sends waiting for its
     /// message credit fail too (they never started: nothing to abort); after a
     /// restart they would instead go to the new incarnation. Receives matched
-    /// to a message of `p` that is still arriving fail (unreachable only: a
-    /// restart drops them anyway, `reset_peer_recvs`).
+    /// to a message of `p` that is still arriving fail, and so do receives
+    /// posted for `p` by name (unreachable only: a restart drops the former
+    /// anyway, `reset_peer_recvs`, and the latter wait for the new incarnation).
     pub(crate) fn on_keepalive_failed(&mut self, p: PeerId, reason: FailReason) {
         if reason == FailReason::Unreachable {
             for id in self.ins.indices_where(|r| r.peer == p && awaits_data(r)) {
                 self.fail_rec(id);
             }
+            self.fail_directed_recvs(p, CompError::PeerUnreachable);
         }
         let stuck = reason == FailReason::Unreachable
             && self

@@ -293,6 +293,50 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// Cancel the posted receive with `context`; true if found.
+    /// Posted receives directed at `p` (`src` = `p`) that wait for a message
+    /// (their peer is unreachable): each completes with `error`. A
+    /// multi-recv buffer with messages still arriving stops taking new ones
+    /// and is handed back by its last.
+    pub(crate) fn fail_directed_recvs(&mut self, p: PeerId, error: CompError) {
+        for tagged in [true, false] {
+            let q = core::mem::take(self.posted_queue(tagged));
+            let mut keep = VecDeque::with_capacity(q.len());
+            for rid in q {
+                let directed = self.recvs.get(rid).is_some_and(|e| e.op.src == Some(p));
+                if !directed {
+                    keep.push_back(rid);
+                    continue;
+                }
+                let Some(e) = self.recvs.get_mut(rid) else {
+                    continue;
+                };
+                e.posted = false;
+                if e.inflight > 0 {
+                    continue;
+                }
+                if let Some(e) = self.recvs.remove(rid) {
+                    let multi = e.op.flags.multi_recv;
+                    self.fail_recv_op(e.op, error, multi);
+                }
+            }
+            *self.posted_queue(tagged) = keep;
+        }
+    }
+
+    /// Peers that posted receives are directed at, each once.
+    pub(crate) fn directed_recv_peers(&self) -> Vec<PeerId> {
+        let mut peers: Vec<PeerId> = self
+            .queues
+            .posted_tagged
+            .iter()
+            .chain(self.queues.posted_untagged.iter())
+            .filter_map(|&rid| self.recvs.get(rid).and_then(|e| e.op.src))
+            .collect();
+        peers.sort_unstable_by_key(|p| p.0);
+        peers.dedup();
+        peers
+    }
+
     pub(crate) fn cancel_recv(&mut self, context: u64) -> bool {
         for tagged in [true, false] {
             let q = if tagged {

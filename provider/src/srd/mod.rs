@@ -477,6 +477,13 @@ impl Srd {
         &self.stats
     }
 
+    /// Has a session with `peer` been set up (we heard from it)?
+    pub fn has_session(&self, peer: PeerId) -> bool {
+        self.peers
+            .get(peer.0 as usize)
+            .is_some_and(|p| p.remote_nonce != 0)
+    }
+
     /// Datagrams queued or unacknowledged towards `peer`.
     pub fn outstanding(&self, peer: PeerId) -> u32 {
         self.peers
