@@ -558,11 +558,14 @@ impl EpState {
         } else {
             // Usually nothing to send: only hand over what it completed (a
             // receive matched to an unexpected eager message).
-            if src.is_some() {
-                // A receive directed at a peer may start the keepalive round
-                // that probes it (`Engine::post_recv`): the next progress
-                // must run the engine's timers even with nothing arriving.
-                if let Some(run) = &mut self.run {
+            if let Some(run) = self.run.as_mut().filter(|r| r.next_timer.is_none()) {
+                // With no timer armed, the engine's timers would not run
+                // again until something arrives, and a receive directed at
+                // a peer starts the keepalive round that probes it
+                // (`Engine::post_recv`). With one armed, that timer's
+                // `handle_timeout` starts the round: no walk of the timers
+                // on every post.
+                if src.is_some() {
                     run.next_timer = run.engine.poll_timeout();
                 }
             }

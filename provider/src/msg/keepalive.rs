@@ -58,12 +58,6 @@ impl<B: UserBuf> MsgLayer<B> {
             .collect()
     }
 
-    /// Peers that posted receives wait on by name (`src` given, no message
-    /// matched yet): probed while a session with them exists.
-    pub fn recv_waiting_peers(&self) -> Vec<PeerId> {
-        self.directed_recv_peers()
-    }
-
     /// Queue a keepalive to `p` (unless one is queued already).
     pub fn push_keepalive(&mut self, p: PeerId) {
         if !self.peer_mut(p).ctrl.contains(&Ctrl::Keepalive) {

@@ -292,39 +292,44 @@ impl<B: UserBuf> MsgLayer<B> {
         self.check_done(id);
     }
 
-    /// Cancel the posted receive with `context`; true if found.
     /// Posted receives directed at `p` (`src` = `p`) that wait for a message
-    /// (their peer is unreachable): each completes with `error`. A
-    /// multi-recv buffer with messages still arriving stops taking new ones
-    /// and is handed back by its last.
+    /// (their peer is unreachable): each completes with `error`.
     pub(crate) fn fail_directed_recvs(&mut self, p: PeerId, error: CompError) {
         for tagged in [true, false] {
             let q = core::mem::take(self.posted_queue(tagged));
             let mut keep = VecDeque::with_capacity(q.len());
             for rid in q {
-                let directed = self.recvs.get(rid).is_some_and(|e| e.op.src == Some(p));
-                if !directed {
+                if self.recvs.get(rid).is_some_and(|e| e.op.src == Some(p)) {
+                    self.unpost(rid, error);
+                } else {
                     keep.push_back(rid);
-                    continue;
-                }
-                let Some(e) = self.recvs.get_mut(rid) else {
-                    continue;
-                };
-                e.posted = false;
-                if e.inflight > 0 {
-                    continue;
-                }
-                if let Some(e) = self.recvs.remove(rid) {
-                    let multi = e.op.flags.multi_recv;
-                    self.fail_recv_op(e.op, error, multi);
                 }
             }
             *self.posted_queue(tagged) = keep;
         }
     }
 
-    /// Peers that posted receives are directed at, each once.
-    pub(crate) fn directed_recv_peers(&self) -> Vec<PeerId> {
+    /// A receive taken off its posted queue completes with `error`; a
+    /// multi-recv buffer with messages still arriving stops taking new ones
+    /// and is handed back by its last.
+    fn unpost(&mut self, rid: usize, error: CompError) {
+        let Some(e) = self.recvs.get_mut(rid) else {
+            return;
+        };
+        e.posted = false;
+        if e.inflight > 0 {
+            return;
+        }
+        if let Some(e) = self.recvs.remove(rid) {
+            let multi = e.op.flags.multi_recv;
+            self.fail_recv_op(e.op, error, multi);
+        }
+    }
+
+    /// Peers that posted receives wait on by name (`src` given, no message
+    /// matched yet), each once: the keepalive probes them while a session
+    /// with them exists (`Engine::keepalive`).
+    pub fn recv_waiting_peers(&self) -> Vec<PeerId> {
         let mut peers: Vec<PeerId> = self
             .queues
             .posted_tagged
@@ -337,6 +342,7 @@ impl<B: UserBuf> MsgLayer<B> {
         peers
     }
 
+    /// Cancel the posted receive with `context`; true if found.
     pub(crate) fn cancel_recv(&mut self, context: u64) -> bool {
         for tagged in [true, false] {
             let q = if tagged {
@@ -353,18 +359,7 @@ impl<B: UserBuf> MsgLayer<B> {
             let Some(rid) = self.posted_queue(tagged).remove(pos) else {
                 continue;
             };
-            let Some(e) = self.recvs.get_mut(rid) else {
-                return true;
-            };
-            e.posted = false;
-            if e.inflight > 0 {
-                // A multi-recv buffer with messages still arriving: the last one hands it back.
-                return true;
-            }
-            if let Some(e) = self.recvs.remove(rid) {
-                let multi = e.op.flags.multi_recv;
-                self.fail_recv_op(e.op, CompError::Canceled, multi);
-            }
+            self.unpost(rid, CompError::Canceled);
             return true;
         }
         false

@@ -34,19 +34,11 @@ impl Peer {
             + self.rails_memory()
     }
 
-    /// Could this peer give its state back at `now`: nothing queued, in
-    /// flight, owed or armed, no handshake under way, no traffic for `idle`.
-    fn reclaimable(&self, now: Instant, idle: Duration) -> bool {
+    /// Does this peer hold state it could give back at `now`: nothing
+    /// queued, in flight, owed or armed, no handshake under way, no traffic
+    /// for `quiet`?
+    fn idle_for(&self, now: Instant, quiet: Duration) -> bool {
         !self.reclaimed
-            && self.hs.is_none()
-            && self.quiescent()
-            && now.saturating_since(self.last_active) >= idle
-    }
-
-    /// Could this peer trim at `now` (as `reclaimable`, after `quiet`)?
-    fn trimmable(&self, now: Instant, quiet: Duration) -> bool {
-        !self.reclaimed
-            && !self.trimmed
             && self.hs.is_none()
             && self.quiescent()
             && now.saturating_since(self.last_active) >= quiet
@@ -64,20 +56,23 @@ impl Peer {
 }
 
 impl Srd {
-    /// Reclaim the idle peers (see `Config::peer_idle_timeout`); runs from
-    /// `handle_timeout`, `handle_datagram` or `poll_transmit` once a quarter
-    /// of the idle timeout has passed, while some peer holds state worth
-    /// reclaiming (traffic with any other peer brings it round).
+    /// Reclaim the idle peers (see `Config::peer_idle_timeout`) and trim the
+    /// quiet ones (`Config::peer_trim_after`); runs from `handle_timeout`,
+    /// `handle_datagram` or `poll_transmit` once a quarter of the trim time
+    /// (of the idle timeout once every peer is trimmed) has passed, while
+    /// some peer holds state worth giving back (traffic with any other peer
+    /// brings it round).
     pub(crate) fn sweep(&mut self, now: Instant) {
         let idle = Duration::from_nanos(self.idle_ns);
         let quiet = Duration::from_nanos(self.trim_ns);
         let (mut busy, mut untrimmed) = (false, false);
         for i in 0..self.peers.len() {
-            if self.peers[i].trimmable(now, quiet) {
+            let reclaim = self.peers[i].idle_for(now, idle);
+            if !reclaim && !self.peers[i].trimmed && self.peers[i].idle_for(now, quiet) {
                 self.peers[i].trim();
                 self.stats.peers_trimmed += 1;
             }
-            if self.peers[i].reclaimable(now, idle) {
+            if reclaim {
                 let old = &self.peers[i];
                 let mut fresh = Peer::new(old.id, old.addr, &self.p);
                 fresh.establish(old.remote_nonce, old.token, old.own_cookie);
