@@ -833,12 +833,24 @@ impl PathSet {
     /// with room, else the next path `pick` chooses, which starts a new
     /// flowlet. Consecutive packets on one path can leave as one segmented
     /// send and be coalesced at the receiver; the paths' shares are those of
-    /// `pick`, counted in flowlets. A bad path's probe only when `may_probe`
-    /// (the sender has another packet to send after this one). Returns
-    /// (path, is_probe).
-    pub fn pick_flowlet(&mut self, now: Instant, flowlet: u32, may_probe: bool) -> (u8, bool) {
+    /// `pick`, counted in flowlets. A new flowlet has at least `floor`
+    /// packets on a proven path (it has delivered and lost nothing since:
+    /// RTT sample, good, no loss streak), `flowlet` otherwise. A bad path's
+    /// probe only when `may_probe` (the sender has another packet to send
+    /// after this one). Returns (path, is_probe).
+    pub fn pick_flowlet(
+        &mut self,
+        now: Instant,
+        flowlet: u32,
+        floor: u32,
+        may_probe: bool,
+    ) -> (u8, bool) {
         if let Some((i, left)) = self.flowlet {
-            if left > 0 {
+            // A burst from idle (`floor` > 1) starts a flowlet of its own:
+            // continuing the remainder of the one before the pause split
+            // a message over several paths, its remainder then sent while
+            // its first packets were in flight (no floor).
+            if left > 0 && floor <= 1 {
                 // A flowlet runs past its path's in-flight cap (a rate share
                 // of the window, often less than one flowlet with many
                 // paths) unless the path is clearly slower than most: the
@@ -857,7 +869,11 @@ impl PathSet {
             }
         }
         let (i, probe) = self.pick_with(now, None, may_probe);
-        let len = flowlet.min(self.flowlet_cap);
+        let proven = self
+            .paths
+            .get(usize::from(i))
+            .is_some_and(|p| p.srtt_ns > 0 && p.health == Health::Good && p.loss_streak == 0);
+        let len = if proven { flowlet.max(floor) } else { flowlet }.min(self.flowlet_cap);
         // A probe of a bad path is one packet, not a flowlet.
         self.flowlet = (!probe).then(|| (i, len.saturating_sub(1)));
         if !probe {
@@ -911,7 +927,11 @@ impl PathSet {
                 continue;
             }
             let p = &mut self.paths[i];
-            if !p.usable() || !Self::path_has_room(p, now, total, window) {
+            // A suspect path's one more packet is not a burst's last (nor a
+            // resend): lost there, no later ack would reveal it before a
+            // timeout, as with a bad path's probe.
+            let suspect_tail = p.health == Health::Suspect && !probe_bad;
+            if !p.usable() || suspect_tail || !Self::path_has_room(p, now, total, window) {
                 continue;
             }
             // A path much slower than the median gets a share inversely
