@@ -103,7 +103,9 @@ pub struct Config {
     /// acknowledged) and, in an exchange, no reply carries it. Short, yet
     /// long enough for an application that answers at once (a ping-pong) to
     /// carry the ack on its reply instead of a packet of its own. At most
-    /// `ack_delay`.
+    /// `ack_delay`. A peer whose answers come later gets a longer hold,
+    /// learned from them, up to `ack_delay` (PROTOCOL.md §3 "Answers
+    /// learned"); 0 acknowledges at once.
     pub ack_soon: Duration,
     /// Most of the receiver-reported ack hold time (its delayed ack plus the
     /// time our packets waited in the receiving host, e.g. while its process

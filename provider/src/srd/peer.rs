@@ -189,6 +189,13 @@ pub struct Peer {
     pub rx_probe_no: u32,
     /// Receiver: a PROBE arrived; the pure ACK answering it carries ACK_NOW.
     pub probe_to_answer: bool,
+    /// Receiver: arrival of the latest flight end (DATA without MORE) that
+    /// came while nothing of ours was in flight to this peer and that no
+    /// DATA of ours has answered yet (`ZERO` = none), see `reply_hold`.
+    pub rx_reply_from: Instant,
+    /// Receiver: how long after such a flight end our answer (DATA, which
+    /// carries the ack) lately left, smoothed, ns (0 = no answers lately).
+    pub rx_reply_ns: u64,
 }
 
 impl Peer {
@@ -253,6 +260,8 @@ impl Peer {
             probe_no: 0,
             rx_probe_no: 0,
             probe_to_answer: false,
+            rx_reply_from: Instant::ZERO,
+            rx_reply_ns: 0,
         }
     }
 

@@ -411,6 +411,7 @@ impl Peer {
         }
         h.psn = psn;
         h.psn_floor = self.tx.una;
+        self.note_answer(ctx.p, now);
         h.ack = self.take_ack(now, false, ctx.credit, ctx.p.credit_budget);
         let idle = self.tx.pkts_in_flight == 0;
         if idle {
