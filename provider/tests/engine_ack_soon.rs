@@ -128,31 +128,7 @@ fn an_exchange_does_not_wait_for_the_ack_delay() {
 /// A ping-pong of 64-byte messages, node 1 answering promptly; pure acks sent
 /// after the first (handshake) round.
 fn ping_pong_acks(ack_soon: Duration, rounds: u64) -> u64 {
-    let mut sim = net(ack_soon);
-    let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
-    let acks =
-        |sim: &Sim<Node>| sim.nodes[0].srd_stats().tx_acks + sim.nodes[1].srd_stats().tx_acks;
-    let mut before = 0;
-    for r in 0..rounds {
-        if r == 1 {
-            before = acks(&sim);
-        }
-        recv(&mut sim.nodes[1], p10, 64, r);
-        send(&mut sim.nodes[0], p01, 64, r);
-        let mut b = Vec::new();
-        until(&mut sim, 1, 1, &mut b);
-        // Node 1 answers 1 µs later, as a ping-pong does; meanwhile its
-        // driver sends whatever is due (as the provider's progress does
-        // right after a receive batch).
-        let limit = sim.now + Duration::from_micros(1);
-        while sim.step(limit) {}
-        recv(&mut sim.nodes[0], p01, 64, r);
-        send(&mut sim.nodes[1], p10, 64, r);
-        let mut a = Vec::new();
-        until(&mut sim, 0, 2, &mut a);
-        until(&mut sim, 1, 1, &mut b);
-    }
-    acks(&sim) - before
+    ping_pong_acks_after(ack_soon, Duration::from_micros(1), 1, rounds).1
 }
 
 #[test]
@@ -218,9 +194,16 @@ fn an_all_to_all_among_four_does_not_wait_for_the_ack_delay() {
 }
 
 /// A ping-pong of 64-byte messages in which node 1 answers `answer` after
-/// each ping arrives; pure acks sent in rounds `warm..rounds`.
-fn ping_pong_acks_after(answer: Duration, warm: u64, rounds: u64) -> (Sim<Node>, u64) {
-    let mut sim = net(Duration::from_micros(5));
+/// each ping arrives (meanwhile its driver sends whatever is due, as the
+/// provider's progress does right after a receive batch); pure acks sent in
+/// rounds `warm..rounds`.
+fn ping_pong_acks_after(
+    ack_soon: Duration,
+    answer: Duration,
+    warm: u64,
+    rounds: u64,
+) -> (Sim<Node>, u64) {
+    let mut sim = net(ack_soon);
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
     let acks =
         |sim: &Sim<Node>| sim.nodes[0].srd_stats().tx_acks + sim.nodes[1].srd_stats().tx_acks;
@@ -253,8 +236,18 @@ fn ping_pong_acks_after(answer: Duration, warm: u64, rounds: u64) -> (Sim<Node>,
 #[test]
 fn a_later_answer_learns_to_carry_the_ack() {
     let (rounds, warm) = (50, 5);
-    let (mut sim, late) = ping_pong_acks_after(Duration::from_micros(15), warm, rounds);
-    let (_, too_late) = ping_pong_acks_after(Duration::from_micros(600), warm, rounds);
+    let (mut sim, late) = ping_pong_acks_after(
+        Duration::from_micros(5),
+        Duration::from_micros(15),
+        warm,
+        rounds,
+    );
+    let (_, too_late) = ping_pong_acks_after(
+        Duration::from_micros(5),
+        Duration::from_micros(600),
+        warm,
+        rounds,
+    );
     println!(
         "ping-pong answered after 15 µs: {late} pure acks in {} rounds; after 600 µs (beyond the 400 µs ack delay): {too_late}",
         rounds - warm
