@@ -196,6 +196,10 @@ pub struct Peer {
     /// Receiver: how long after such a flight end our answer (DATA, which
     /// carries the ack) lately left, smoothed, ns (0 = no answers lately).
     pub rx_reply_ns: u64,
+    /// Sender: the latest ack found nothing of ours queued or unacknowledged
+    /// and no probe's answer awaited, and it settled the recovery state
+    /// (see `on_ack`'s shortcut).
+    pub ack_settled: bool,
 }
 
 impl Peer {
@@ -262,6 +266,7 @@ impl Peer {
             probe_to_answer: false,
             rx_reply_from: Instant::ZERO,
             rx_reply_ns: 0,
+            ack_settled: false,
         }
     }
 
@@ -409,6 +414,7 @@ impl Peer {
         self.retired_nonces[0] = self.remote_nonce;
         self.remote_nonce = nonce;
         self.recovery.largest_acked_sent = Instant::ZERO;
+        self.ack_settled = false;
     }
 }
 
