@@ -46,6 +46,36 @@ fn send_all(ep: *mut sys::fid_ep, to: u64, small: &[u8], big: &[u8]) -> Vec<usiz
     vec![0, 0, 1, 2, 3, 4]
 }
 
+/// Three enabled endpoints on `av`, each with its own tagged CQ; the first
+/// also counts its sends on `cntr` when given.
+fn trio(
+    dom: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    av: *mut sys::fid_av,
+    cntr: Option<*mut sys::fid_cntr>,
+) -> ([*mut sys::fid_ep; 3], [*mut sys::fid_cq; 3]) {
+    let eps = [0; 3].map(|_| open_ep(dom, info));
+    let cqs = [0; 3].map(|_| open_cq(dom, sys::fi_cq_format_FI_CQ_FORMAT_TAGGED));
+    for (&ep, &cq) in eps.iter().zip(&cqs) {
+        assert_eq!(bind(ep, av, 0), 0);
+        assert_eq!(bind(ep, cq, (sys::FI_TRANSMIT | sys::FI_RECV) as u64), 0);
+    }
+    if let Some(c) = cntr {
+        assert_eq!(bind(eps[0], c, sys::FI_SEND as u64), 0);
+    }
+    for ep in eps {
+        assert_eq!(control(ep, sys::FI_ENABLE, null_mut()), 0);
+    }
+    (eps, cqs)
+}
+
+/// Close `fids` in order (endpoints before what they are bound to).
+fn close_all(fids: &[*mut sys::fid]) {
+    for &f in fids {
+        assert_eq!(close(f), 0);
+    }
+}
+
 #[test]
 fn sends_to_a_dead_peer_fail_within_the_timeout() {
     init();
@@ -55,16 +85,7 @@ fn sends_to_a_dead_peer_fail_within_the_timeout() {
     let av = open_av(dom);
     let cntr = open_cntr(dom);
     // a sends, b is its live peer, gone dies.
-    let [a, b, gone] = [0; 3].map(|_| open_ep(dom, info));
-    let [cq_a, cq_b, cq_gone] = [0; 3].map(|_| open_cq(dom, sys::fi_cq_format_FI_CQ_FORMAT_TAGGED));
-    for (ep, cq) in [(a, cq_a), (b, cq_b), (gone, cq_gone)] {
-        assert_eq!(bind(ep, av, 0), 0);
-        assert_eq!(bind(ep, cq, (sys::FI_TRANSMIT | sys::FI_RECV) as u64), 0);
-    }
-    assert_eq!(bind(a, cntr, sys::FI_SEND as u64), 0);
-    for ep in [a, b, gone] {
-        assert_eq!(control(ep, sys::FI_ENABLE, null_mut()), 0);
-    }
+    let ([a, b, gone], [cq_a, cq_b, cq_gone]) = trio(dom, info, av, Some(cntr));
     let to_b = av_insert(av, &getname(b));
     let small = vec![0x11u8; 64];
     let big = vec![0x22u8; 200_000];
@@ -150,18 +171,16 @@ fn sends_to_a_dead_peer_fail_within_the_timeout() {
         wait_one(cq_a, cq_b).expect("live send").op_context as usize,
         21
     );
-    for f in [
-        a.cast::<sys::fid>(),
+    close_all(&[
+        a.cast(),
         b.cast(),
         cq_a.cast(),
         cq_b.cast(),
         cntr.cast(),
-    ] {
-        assert_eq!(close(f), 0);
-    }
-    for f in [av.cast::<sys::fid>(), dom.cast(), fab.cast()] {
-        assert_eq!(close(f), 0);
-    }
+        av.cast(),
+        dom.cast(),
+        fab.cast(),
+    ]);
     unsafe { sys::fi_freeinfo(info) };
     drop(silent);
 }
@@ -189,13 +208,7 @@ fn a_receive_from_a_dead_peer_fails_within_the_timeout() {
     let info = info_with((sys::FI_MSG | sys::FI_TAGGED) as u64 | sys::FI_DIRECTED_RECV);
     let (fab, dom) = open_domain(info);
     let av = open_av(dom);
-    let [a, b, gone] = [0; 3].map(|_| open_ep(dom, info));
-    let [cq_a, cq_b, cq_gone] = [0; 3].map(|_| open_cq(dom, sys::fi_cq_format_FI_CQ_FORMAT_TAGGED));
-    for (ep, cq) in [(a, cq_a), (b, cq_b), (gone, cq_gone)] {
-        assert_eq!(bind(ep, av, 0), 0);
-        assert_eq!(bind(ep, cq, (sys::FI_TRANSMIT | sys::FI_RECV) as u64), 0);
-        assert_eq!(control(ep, sys::FI_ENABLE, null_mut()), 0);
-    }
+    let ([a, b, gone], [cq_a, cq_b, cq_gone]) = trio(dom, info, av, None);
     let to_a = av_insert(av, &getname(a));
     let to_gone = av_insert(av, &getname(gone));
     let small = [0x33u8; 64];
@@ -289,16 +302,14 @@ fn a_receive_from_a_dead_peer_fails_within_the_timeout() {
         wait_one(cq_b, cq_a).expect("live send").op_context as usize,
         5
     );
-    for f in [
-        a.cast::<sys::fid>(),
+    close_all(&[
+        a.cast(),
         b.cast(),
         cq_a.cast(),
         cq_b.cast(),
         av.cast(),
         dom.cast(),
         fab.cast(),
-    ] {
-        assert_eq!(close(f), 0);
-    }
+    ]);
     unsafe { sys::fi_freeinfo(info) };
 }

@@ -558,16 +558,18 @@ impl EpState {
         } else {
             // Usually nothing to send: only hand over what it completed (a
             // receive matched to an unexpected eager message).
-            if let Some(run) = self.run.as_mut().filter(|r| r.next_timer.is_none()) {
-                // With no timer armed, the engine's timers would not run
-                // again until something arrives, and a receive directed at
-                // a peer starts the keepalive round that probes it
-                // (`Engine::post_recv`). With one armed, that timer's
-                // `handle_timeout` starts the round: no walk of the timers
-                // on every post.
-                if src.is_some() {
-                    run.next_timer = run.engine.poll_timeout();
-                }
+            // A receive directed at a peer starts the keepalive round that
+            // probes it (`Engine::post_recv`), but with no timer armed the
+            // engine's timers would not run again until something arrives.
+            // With one armed, that timer's `handle_timeout` starts the
+            // round: no walk of the timers on every post.
+            let directed = src.is_some();
+            if let Some(run) = self
+                .run
+                .as_mut()
+                .filter(|r| directed && r.next_timer.is_none())
+            {
+                run.next_timer = run.engine.poll_timeout();
             }
             self.take_completions();
         }

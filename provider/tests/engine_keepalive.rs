@@ -55,6 +55,26 @@ fn completion(s: &mut Sim<Node>, limit: Instant) -> Option<Completion<Vec<u8>>> 
     }
 }
 
+/// Take node 1 down and step until node 0 has a completion: it must come
+/// within six unreachable timeouts (`what` names the operation for the
+/// failure message). Returns it and how long after the death it came.
+fn completion_after_death(
+    s: &mut Sim<Node>,
+    seed: u64,
+    what: &str,
+) -> (Completion<Vec<u8>>, Duration) {
+    s.down[1] = true;
+    let died = s.now;
+    let limit = died + UNREACHABLE * 6;
+    let c = completion(s, limit).unwrap_or_else(|| {
+        panic!(
+            "seed {seed}: {what} still waiting {:?} after the peer died",
+            limit - died
+        )
+    });
+    (c, s.now - died)
+}
+
 fn rndv_send(s: &mut Sim<Node>) {
     let p1 = s.nodes[0].peer(addr(1));
     let op = SendOp {
@@ -81,22 +101,14 @@ fn send_waiting_for_cts_fails_when_the_peer_dies_silently() {
             "seed {seed}: completed unmatched"
         );
         assert_eq!(s.nodes[0].srd_stats().failed, 0);
-        s.down[1] = true;
-        let died = s.now;
-        let limit = died + UNREACHABLE * 6;
-        let c = completion(&mut s, limit).unwrap_or_else(|| {
-            panic!(
-                "seed {seed}: still waiting {:?} after the peer died",
-                limit - died
-            )
-        });
+        let (c, took) = completion_after_death(&mut s, seed, "send");
         assert_eq!(
             c.error,
             Some(CompError::PeerUnreachable),
             "seed {seed}: {c:?}"
         );
         assert!(s.nodes[0].msg_stats().keepalives > 0);
-        println!("seed {seed}: failed {:?} after the peer died", s.now - died);
+        println!("seed {seed}: failed {took:?} after the peer died");
     }
 }
 
@@ -122,24 +134,13 @@ fn rma_read_waiting_for_data_fails_when_the_peer_dies_silently() {
             completion(&mut s, t).is_none(),
             "seed {seed}: 4 MiB read done in 150 us"
         );
-        s.down[1] = true;
-        let died = s.now;
-        let limit = died + UNREACHABLE * 6;
-        let c = completion(&mut s, limit).unwrap_or_else(|| {
-            panic!(
-                "seed {seed}: read still waiting {:?} after the target died",
-                limit - died
-            )
-        });
+        let (c, took) = completion_after_death(&mut s, seed, "read");
         assert_eq!(
             c.error,
             Some(CompError::PeerUnreachable),
             "seed {seed}: {c:?}"
         );
-        println!(
-            "seed {seed}: read failed {:?} after the target died",
-            s.now - died
-        );
+        println!("seed {seed}: read failed {took:?} after the target died");
     }
 }
 
@@ -184,25 +185,14 @@ fn receive_waiting_for_rendezvous_data_fails_when_the_sender_dies() {
             s.nodes[0].msg_stats().keepalives == 0,
             "seed {seed}: keepalives before the death"
         );
-        s.down[1] = true;
-        let died = s.now;
-        let limit = died + UNREACHABLE * 6;
-        let c = completion(&mut s, limit).unwrap_or_else(|| {
-            panic!(
-                "seed {seed}: receive still waiting {:?} after the sender died",
-                limit - died
-            )
-        });
+        let (c, took) = completion_after_death(&mut s, seed, "receive");
         assert_eq!(
             (c.context, c.error),
             (3, Some(CompError::PeerUnreachable)),
             "seed {seed}: {c:?}"
         );
         assert!(s.nodes[0].msg_stats().keepalives > 0);
-        println!(
-            "seed {seed}: receive failed {:?} after the sender died",
-            s.now - died
-        );
+        println!("seed {seed}: receive failed {took:?} after the sender died");
     }
 }
 
@@ -316,24 +306,13 @@ fn directed_receive_fails_when_its_peer_dies_silently() {
             .post_recv(recv_from(Some(p1), 2))
             .expect("post recv");
         s.nodes[0].post_recv(recv_from(None, 3)).expect("post recv");
-        s.down[1] = true;
-        let died = s.now;
-        let limit = died + UNREACHABLE * 6;
-        let c = completion(&mut s, limit).unwrap_or_else(|| {
-            panic!(
-                "seed {seed}: still waiting {:?} after the peer died",
-                limit - died
-            )
-        });
+        let (c, took) = completion_after_death(&mut s, seed, "directed receive");
         assert_eq!(
             (c.context, c.error),
             (2, Some(CompError::PeerUnreachable)),
             "seed {seed}: {c:?}"
         );
-        println!(
-            "seed {seed}: directed receive failed {:?} after the peer died",
-            s.now - died
-        );
+        println!("seed {seed}: directed receive failed {took:?} after the peer died");
         let limit = s.now + UNREACHABLE * 4;
         assert!(
             completion(&mut s, limit).is_none(),
