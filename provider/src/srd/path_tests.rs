@@ -91,3 +91,71 @@ fn rtt_codes_round_up_and_keep_three_digits() {
     }
     assert!(rtt_code(u64::MAX) & (1 << 15) == 0);
 }
+
+/// The in-flight cap check without divisions (`has_room_by_rate`) agrees
+/// with its definition (`inflight < cap_pkts`) on random paths, rates and
+/// windows, edges included (nothing in flight, a share below one packet,
+/// rates and windows up to 2^60, where the definition's 128-bit product
+/// still fits).
+#[test]
+fn room_by_rate_is_the_cap_without_division() {
+    // Edges: a share of exactly `inflight` packets (no room), one byte
+    // less, one byte more (room only above it).
+    for pb in [3u64, 1416, 8958] {
+        for inflight in 1..6u64 {
+            let mut p = Path::new();
+            p.acked = 1;
+            p.acked_bytes = pb;
+            p.pkt_bytes = pb;
+            p.next_seq = inflight;
+            // share = floor(window * 150 / 100) = inflight * pb exactly.
+            let exact = inflight * pb * 2 / 3;
+            for window in [exact - 1, exact, exact + 1] {
+                let want = p.inflight_pkts() < p.cap_pkts(7, 7, window);
+                assert_eq!(
+                    p.has_room_by_rate(7, 7, window),
+                    want,
+                    "pb {pb} window {window}"
+                );
+            }
+        }
+    }
+    let mut rng = crate::rng::Rng::new(0x0ca9);
+    let small = |rng: &mut crate::rng::Rng, max: u64| rng.below(max + 1);
+    for case in 0..200_000u32 {
+        let mut p = Path::new();
+        // A mean packet of 1..=9000 bytes (or odd sizes), over some acks.
+        let acked = 1 + small(&mut rng, 5_000);
+        let mean = 1 + small(&mut rng, 9_000);
+        p.acked = acked;
+        p.acked_bytes = acked * mean + small(&mut rng, acked - 1);
+        p.pkt_bytes = (p.acked_bytes / p.acked).max(1);
+        p.acked_seq = small(&mut rng, 1 << 20);
+        p.next_seq = p.acked_seq + small(&mut rng, 300);
+        p.loss_streak = small(&mut rng, 3) as u32;
+        let big = case % 10 == 0;
+        let rate = if big {
+            1 + (rng.next_u64() >> 4)
+        } else {
+            1 + small(&mut rng, 10_000_000_000)
+        };
+        let total = if big {
+            rate.saturating_add(rng.next_u64() >> 4)
+        } else {
+            rate + small(&mut rng, 40_000_000_000)
+        };
+        let window = if big {
+            rng.next_u64() >> 4
+        } else {
+            small(&mut rng, 100_000_000)
+        };
+        let want = p.inflight_pkts() < p.cap_pkts(rate, total, window);
+        assert_eq!(
+            p.has_room_by_rate(rate, total, window),
+            want,
+            "case {case}: inflight {} mean {} rate {rate} total {total} window {window}",
+            p.inflight_pkts(),
+            p.pkt_bytes
+        );
+    }
+}
