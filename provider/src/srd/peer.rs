@@ -86,6 +86,15 @@ pub struct Ctx<'a> {
     pub recount: &'a mut bool,
 }
 
+/// Most packets of the initial window that the congestion window keeps as
+/// its floor (`Peer::new`): a first flight of up to this many packets (and
+/// `MIN_WINDOW_BYTES`) is never window-limited later either.
+const MIN_WINDOW_FLIGHT: u32 = 64;
+
+/// Most bytes of that floor: 64 packets at MTU 1500 (90 KB); at MTU 9000 and
+/// on loopback the ack-batching floor (36 packets) is larger and stays.
+const MIN_WINDOW_BYTES: u64 = 128 << 10;
+
 /// Everything we know about one remote endpoint.
 pub struct Peer {
     /// Our id for it.
@@ -206,7 +215,18 @@ impl Peer {
     /// A new peer at `addr`.
     pub fn new(id: PeerId, addr: SocketAddr, p: &Params) -> Self {
         let mss = p.max_payload as u64;
-        let min_window = (2 * u64::from(p.ack_every) + 4) * mss;
+        // Enough for ack batching, and never below the first flight (up to
+        // `MIN_WINDOW_FLIGHT` packets and `MIN_WINDOW_BYTES`): a message of
+        // that size (64 KiB at MTU 1500) must not wait for an ack halfway.
+        // In a ping-pong of such messages the median path RTT carries each
+        // burst's own sending and processing time (its first packets are
+        // acked after its last), the controller took that for queueing and
+        // shrank the window to one min-RTT BDP, below the message: Intel
+        // MPI's PingPong of 64 KiB across 2 hosts was window-limited on
+        // every message on one side.
+        let flight =
+            (u64::from(p.initial_window.min(MIN_WINDOW_FLIGHT)) * mss).min(MIN_WINDOW_BYTES);
+        let min_window = ((2 * u64::from(p.ack_every) + 4) * mss).max(flight);
         Peer {
             id,
             addr,
