@@ -577,14 +577,14 @@ mod tests {
     /// queued packet: a message's first flowlet (on a higher-numbered
     /// socket) before its tail (on a lower one), as the engine queued them.
     #[test]
-    fn sockets_send_in_queue_order() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-            .unwrap();
-        let dst = rx.local_addr().unwrap();
-        let socks: Vec<OwnedFd> = (0..3)
-            .map(|_| OwnedFd::from(UdpSocket::bind("127.0.0.1:0").unwrap()))
-            .collect();
+    fn sockets_send_in_queue_order() -> std::io::Result<()> {
+        let rx = UdpSocket::bind("127.0.0.1:0")?;
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+        let dst = rx.local_addr()?;
+        let mut socks: Vec<OwnedFd> = Vec::new();
+        for _ in 0..3 {
+            socks.push(OwnedFd::from(UdpSocket::bind("127.0.0.1:0")?));
+        }
         let mut tx = Tx::new(socks.len(), 64, 8, false);
         // The engine queued a, b (socket 2, one flowlet) then c (socket 1).
         for (i, (sock, byte)) in [(2, b'a'), (2, b'b'), (1, b'c')].into_iter().enumerate() {
@@ -605,9 +605,10 @@ mod tests {
         let mut got = Vec::new();
         let mut b = [0u8; 8];
         for _ in 0..3 {
-            let n = rx.recv(&mut b).unwrap();
+            let n = rx.recv(&mut b)?;
             got.push(b[..n].to_vec());
         }
         assert_eq!(got, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        Ok(())
     }
 }
