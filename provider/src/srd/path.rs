@@ -865,12 +865,24 @@ impl PathSet {
         flowlet: u32,
         floor: u32,
         may_probe: bool,
+        tail: u32,
     ) -> (u8, bool) {
         if let Some((i, left)) = self.flowlet {
             // A burst from idle (`floor` > 1) starts a flowlet of its own:
             // continuing the remainder of the one before the pause split
             // a message over several paths, its remainder then sent while
             // its first packets were in flight (no floor).
+            // A flowlet that ends a few packets short of the burst's end
+            // (`tail`: packets queued behind this one, at most a quarter
+            // flowlet) takes them along: a tail on a path of its own cost
+            // the sender a send call and the receiver a receive of its own
+            // (a 64 KiB message at MTU 1500 is a flowlet of 44 packets and
+            // a tail of 3 or 4), and it arrived apart from the body.
+            let left = if left == 0 && floor <= 1 && tail > 0 && tail <= flowlet.max(floor) / 4 {
+                tail + 1
+            } else {
+                left
+            };
             if left > 0 && floor <= 1 {
                 // A flowlet runs past its path's in-flight cap (a rate share
                 // of the window, often less than one flowlet with many
