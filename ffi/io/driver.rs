@@ -123,6 +123,12 @@ impl Io {
         self.rx.full
     }
 
+    /// The last receive found a burst's first flowlet: receive its tail
+    /// before transmitting (see `Rx::tail`).
+    pub fn rx_tail_expected(&self) -> bool {
+        self.rx.tail
+    }
+
     /// One receive call on socket 0: `f(at, from, bytes)` per datagram (see
     /// `Rx::recv_at`). Returns how many arrived (0: drained for now).
     pub fn recv_at(&mut self, now_ns: u64, f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {

@@ -66,6 +66,12 @@ pub(crate) struct Rx {
     polled_ns: u64,
     /// The socket has `UDP_GRO` on: a slot may hold coalesced datagrams.
     pub(crate) gro: bool,
+    /// The last call was a probe (`recv_probe`) that found a coalesced
+    /// datagram: the caller receives once more before it transmits, so that
+    /// a message's tail, already in the socket, is handled before the acks
+    /// are decided (the receiver then sees the flight's end and holds its
+    /// ack for the reply instead of sending it first).
+    pub(crate) tail: bool,
 }
 
 fn zero_hdr() -> libc::mmsghdr {
@@ -104,6 +110,7 @@ impl Rx {
             full: false,
             polled_ns: 0,
             gro,
+            tail: false,
         };
         // Receive headers point at fixed slots: build them once.
         for i in 0..batch {
@@ -215,6 +222,7 @@ impl Rx {
         stats: &mut IoStats,
         mut f: impl FnMut(Instant, SocketAddr, &[u8]),
     ) -> usize {
+        self.tail = false;
         let fresh = now_ns.saturating_sub(self.polled_ns) < PROBE_FRESH_NS;
         self.polled_ns = now_ns;
         if self.last < IDLE_PROBE && fresh {
@@ -322,6 +330,10 @@ impl Rx {
             f(at, from, d)
         });
         stats.rx_packets += got as u64;
+        // A coalesced datagram is a burst's first flowlet, and its tail (the
+        // rest of a message that did not fit one segmented send) is often
+        // in the socket behind it: look before anything is sent (`tail`).
+        self.tail = got > 1;
         got
     }
 }

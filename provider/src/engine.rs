@@ -165,6 +165,13 @@ impl<B: UserBuf> Engine<B> {
         self.keepalive(now);
     }
 
+    /// Bytes of its message still to come after the latest DATA or RDATA
+    /// payload handled: a driver that just received a burst's first flowlet
+    /// may receive the rest of a short message before it transmits.
+    pub fn rx_message_left(&self) -> usize {
+        self.msg.rx_message_left()
+    }
+
     /// Headers a driver must read from a datagram before `place_with` can tell
     /// where its payload goes (SRD header + message header + RMA sub-header), bytes.
     pub const PLACE_HEAD_LEN: usize =

@@ -118,6 +118,9 @@ pub struct MsgLayer<B: UserBuf> {
     min_multi_recv: usize,
     /// The payload being handled was placed already (`handle_payload_placed`).
     placed: bool,
+    /// Bytes of its message still to come after the latest DATA or RDATA
+    /// payload handled (see `Engine::rx_message_left`).
+    rx_left: usize,
     peers: Vec<PeerState>,
     /// Peers with something to send, round-robin.
     ready: VecDeque<PeerId>,
@@ -166,6 +169,7 @@ impl<B: UserBuf> MsgLayer<B> {
             max_tx_ops: cfg.max_tx_ops.max(1),
             max_rx_ops: cfg.max_rx_ops.max(1),
             placed: false,
+            rx_left: 0,
             payload_max: cfg.max_datagram.saturating_sub(SRD_HEADER_RESERVE_BYTES),
             min_multi_recv: 0,
             peers: Vec::new(),
@@ -289,6 +293,12 @@ impl<B: UserBuf> MsgLayer<B> {
     /// True while some send still has segments that `pump` has not handed down.
     pub fn has_pending_sends(&self) -> bool {
         !self.ready.is_empty()
+    }
+
+    /// Bytes of its message still to come after the latest DATA or RDATA
+    /// payload handled.
+    pub fn rx_message_left(&self) -> usize {
+        self.rx_left
     }
 
     /// Set the minimum free space of multi-recv buffers (`FI_OPT_MIN_MULTI_RECV`), bytes.

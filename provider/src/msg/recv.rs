@@ -85,6 +85,9 @@ impl<B: UserBuf> MsgLayer<B> {
             }
             return;
         }
+        if matches!(repr.ty, MsgType::Data | MsgType::RData) {
+            self.rx_left = total.saturating_sub(off.saturating_add(data.len()));
+        }
         match repr.ty {
             MsgType::Data | MsgType::Rts => self.on_msg_segment(peer, &repr, total, off, data),
             MsgType::RData => self.on_rdata(peer, &repr, off, data),
