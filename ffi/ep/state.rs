@@ -703,9 +703,10 @@ impl EpState {
             // A call that came back short found the socket empty: another
             // would only cost a syscall before what arrived is handled.
             input |= n > 0;
-            // A burst's first flowlet with the end of its message near: the
-            // rest is likely in the socket already (see `Rx::tail`).
-            let tail = run.io.rx_tail_expected() && run.engine.rx_message_left() <= TAIL_BYTES;
+            // A burst's first flowlet with the end of its message near (not
+            // in it): the rest is likely in the socket already (see `Rx::tail`).
+            let tail = run.io.rx_tail_expected()
+                && (1..=TAIL_BYTES).contains(&run.engine.rx_message_left());
             if n == 0 || !(run.io.rx_may_have_more() || tail) || round == RX_ROUNDS {
                 break;
             }
