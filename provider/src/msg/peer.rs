@@ -161,6 +161,13 @@ impl<B: UserBuf> MsgLayer<B> {
     /// message credit once the peer has none left (it waits: its unreceived
     /// messages may be fewer than its share, a batch short of what it
     /// would take to reach one), or any amount with `all`.
+    ///
+    /// A batch of bytes alone waits for the next datagram to the peer
+    /// (`credit_rides`), up to two batches: the peer still holds half its
+    /// initial credit or more. Sent at once, it left before the completion
+    /// of the message that made it due, every 4th 64 KiB message of a
+    /// ping-pong (a 3.5 us send call between the receive and the reply on
+    /// two hosts); riding, it is one more entry of the reply's send call.
     fn flush_credit(&mut self, peer: PeerId, all: bool) {
         let (bb, bm, share) = (
             self.credit.batch_bytes,
@@ -170,8 +177,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let st = self.peer_mut(peer);
         let owed = st.credit_owed_bytes + st.credit_owed_msgs > 0;
         let starved = st.credit_owed_msgs > 0 && st.uncredited_msgs >= share;
-        let due =
-            st.credit_owed_bytes >= bb || st.credit_owed_msgs >= bm || starved || (all && owed);
+        let bytes_due = st.credit_owed_bytes >= bb.saturating_mul(2)
+            || (st.credit_owed_bytes >= bb && st.has_work());
+        let due = bytes_due || st.credit_owed_msgs >= bm || starved || (all && owed);
         if !due {
             return;
         }
@@ -186,6 +194,14 @@ impl<B: UserBuf> MsgLayer<B> {
                 tries: 0,
             },
         );
+    }
+
+    /// Before another datagram to `peer`: a batch of byte credit held back
+    /// for it (see `flush_credit`) goes first, in the same send.
+    pub(crate) fn credit_rides(&mut self, peer: PeerId) {
+        if self.peer_mut(peer).credit_owed_bytes >= self.credit.batch_bytes && !self.over_bound() {
+            self.flush_credit(peer, true);
+        }
     }
 
     /// Back under the bounds after credit was held back: every peer gets what

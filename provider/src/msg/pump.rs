@@ -121,6 +121,7 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Hand one datagram of `p`'s work to `dg`: control messages first, then
     /// RMA and messages in turn.
     fn send_one(&mut self, p: PeerId, dg: &mut dyn Datagrams) -> Step {
+        self.credit_rides(p);
         if let Some(&c) = self.peer_mut(p).ctrl.front() {
             return self.send_ctrl(p, c, dg);
         }
