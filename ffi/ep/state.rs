@@ -719,7 +719,7 @@ impl EpState {
             // about 37 datagrams between acks, the sender idled ~90 us each time).
             // The rest of this call runs at this new reading. Not after a
             // burst's first flowlet (`Io::rx_tail_expected`): its tail is
-            // handled first, so the acks are decided on the flight's end.
+            // handled first: one ack for the whole message, then its completion.
             now = clock::now();
             if !tail {
                 run.stale = !run.io.flush(&mut run.engine, now);

@@ -68,9 +68,10 @@ pub(crate) struct Rx {
     pub(crate) gro: bool,
     /// The last call was a probe (`recv_probe`) that found a coalesced
     /// datagram: the caller receives once more before it transmits, so that
-    /// a message's tail, already in the socket, is handled before the acks
-    /// are decided (the receiver then sees the flight's end and holds its
-    /// ack for the reply instead of sending it first).
+    /// a message's tail, already in the socket, is handled before anything
+    /// is sent (one ack for the whole message, then its completion, instead
+    /// of an ack, a return to the application and the tail a poll or two
+    /// later).
     pub(crate) tail: bool,
 }
 

@@ -465,7 +465,7 @@ impl Srd {
                         peer.rx_last_data = Some(now);
                         peer.rx.unacked += 1;
                         peer.rx.received = peer.rx.received.saturating_add(1);
-                        if h.flags & flags::ACK_NOW != 0 {
+                        if peer.rx.unacked >= ctx.p.ack_every || h.flags & flags::ACK_NOW != 0 {
                             peer.rx.ack_now = true;
                         }
                         // The last packet its sender had queued: it may wait
@@ -479,11 +479,6 @@ impl Srd {
                         // few senders at once (an MPI exchange among 4
                         // ranks) keep it.
                         let light = ctx.credit >= ctx.p.ack_every.min(u32::from(u16::MAX)) as u16;
-                        // The `ack_every` rule (see `Peer::ack_due_by_count`)
-                        // is decided when we next transmit, on the latest
-                        // packet: a flight end, not one of its first packets.
-                        peer.rx.flight_end =
-                            h.flags & flags::MORE == 0 && light && peer.rx.in_order();
                         let hold = if h.flags & flags::MORE == 0 && light {
                             peer.reply_hold(ctx.p, now)
                         } else {

@@ -35,13 +35,8 @@ pub struct Rx {
     recent_reported: bool,
     /// Data packets received since the last ack we sent.
     pub unacked: u32,
-    /// An ack must go out at once (gap, duplicate, request).
+    /// An ack must go out at once (gap, duplicate, request, `ack_every`).
     pub ack_now: bool,
-    /// The latest new DATA packet ended its sender's flight (no MORE: it
-    /// had nothing more queued) and everything before it has arrived: the
-    /// `ack_every` rule waits for the flight end's hold (see
-    /// `Peer::ack_due_by_count`).
-    pub flight_end: bool,
     /// New data packets received in this session (saturating): a young
     /// sender's credit ramps up with it.
     pub received: u32,
@@ -63,7 +58,6 @@ impl Rx {
             recent_reported: false,
             unacked: 0,
             ack_now: false,
-            flight_end: false,
             received: 0,
         }
     }
@@ -166,11 +160,6 @@ impl Rx {
             self.bits[(w + 1) % WORDS] << (64 - off)
         };
         lo | hi
-    }
-
-    /// Has every PSN up to the highest received arrived (no hole)?
-    pub fn in_order(&self) -> bool {
-        self.any && self.base == self.highest.wrapping_add(1)
     }
 
     /// PSNs between the base and the highest received (inclusive), i.e. how

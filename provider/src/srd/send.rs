@@ -43,19 +43,6 @@ impl Peer {
         Some(ack)
     }
 
-    /// `ack_every` packets are unacknowledged and the latest did not end its
-    /// sender's flight. While a sender has more queued, an ack every
-    /// `ack_every` packets keeps its window open. Once its flight ended
-    /// (no MORE, nothing missing), it waits for nothing but this ack to
-    /// complete its send: the flight end's hold (`reply_hold`) lets a
-    /// prompt reply carry it. Seen in a 64 KiB ping-pong across two hosts:
-    /// the receiver sent a pure ACK after the first 44 packets (MORE, as
-    /// 4 more were queued behind them, already on their way), 3.6 us on
-    /// its path to the completion, then found the other 4 in its socket.
-    pub(super) fn ack_due_by_count(&self, p: &Params) -> bool {
-        self.rx.unacked >= p.ack_every && !self.rx.flight_end
-    }
-
     /// The credit to grant this peer: the receiver's fair share `fair`, but
     /// while the peer is young (fewer than `budget` packets received) at most
     /// one more than it has delivered, so its grant doubles per round trip.
@@ -288,7 +275,7 @@ impl Peer {
         }
         self.arm_credit_probe(ctx, now);
         let due = self.timers.due(Timer::Ack, now);
-        if self.rx.any && (self.rx.ack_now || due || self.ack_due_by_count(ctx.p)) {
+        if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
             return self.pure_ack(ctx, now, buf);
         }
         None
