@@ -26,7 +26,7 @@ use crate::{check, log, params};
 const RX_ROUNDS: usize = 5;
 
 /// A message with at most this many bytes still to come after a burst's
-/// first flowlet is received to its end before the acks are decided (one
+/// first flowlet is received to its end before anything is sent (one
 /// segmented send of its sender: the rest left in the same call or right
 /// after it). A longer one is acknowledged first, as its sender may wait for
 /// that ack to send more (1 MiB ping-pongs were 4-8 % slower draining first).

@@ -140,6 +140,8 @@ impl Io {
     /// application's buffers (see `Placer::recv_placed`). Worth it only while
     /// `engine.expects_rdata()`.
     pub fn recv_placed(&mut self, engine: &mut Engine<FfiBuf>, max: usize) -> usize {
+        // (Its receives are not probes: no tail expected after them.)
+        self.rx.tail = false;
         let fd = self.socks[0].as_raw_fd();
         self.place
             .recv_placed(&mut self.rx, fd, engine, max, &mut self.stats)

@@ -9,91 +9,26 @@
 
 use core::time::Duration;
 
-use spray::msg::{RecvFlags, RecvOp, SendOp};
-use spray::sim::{addr, LinkSpec, Sim};
-use spray::{Config, Engine, EpMode, PeerId};
+mod engine_pair;
 
-type Node = Engine<Vec<u8>>;
-
-fn net() -> Sim<Node> {
-    let nodes = (0..2)
-        .map(|i| {
-            let mut c = Config::new(EpMode::Rdm, addr(i));
-            c.paths = 8;
-            c.nonce = 700 + i as u64;
-            c.seed = 0x71_0e ^ i as u64;
-            c.max_datagram = 1472;
-            Engine::new(c)
-        })
-        .collect();
-    Sim::new(
-        3,
-        nodes,
-        vec![LinkSpec::ideal(Duration::from_micros(20)); 4],
-    )
-}
-
-fn post(sim: &mut Sim<Node>, from: usize, to: PeerId, back: PeerId, len: usize, r: u64) {
-    let other = 1 - from;
-    sim.nodes[other]
-        .post_recv(RecvOp {
-            src: Some(back),
-            buf: vec![0; len],
-            tag: Some((9, 0)),
-            context: r,
-            flags: RecvFlags::default(),
-            report: true,
-        })
-        .unwrap();
-    sim.nodes[from]
-        .post_send(SendOp {
-            peer: to,
-            buf: vec![r as u8; len],
-            tag: Some(9),
-            data: None,
-            context: r,
-            report: true,
-            delivery_complete: true,
-        })
-        .unwrap();
-}
-
-/// Step until node `i` has `n` more completions (all successful).
-fn wait(sim: &mut Sim<Node>, i: usize, n: usize) {
-    let limit = sim.now + Duration::from_secs(1);
-    let mut got = 0;
-    while got < n {
-        while let Some(c) = sim.nodes[i].poll_completion() {
-            assert!(c.error.is_none(), "{c:?}");
-            got += 1;
-        }
-        if got < n {
-            assert!(sim.step(limit), "node {i} stalled");
-        }
-    }
-}
-
-/// DATA packets node 0 has sent on each of its paths to node 1.
-fn sent_per_path(sim: &Sim<Node>) -> Vec<u64> {
-    let stats = sim.nodes[0].peer_stats();
-    stats[0].paths.iter().map(|p| p.sent_packets).collect()
-}
+use engine_pair::{net, post, sent_per_path, wait};
+use spray::sim::addr;
 
 #[test]
 fn a_small_message_after_a_pause_is_one_flowlet() {
-    let mut sim = net();
+    let mut sim = net(700, 0x71_0e);
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
     let len = 4096; // 3 packets
     let rounds = 60;
     let mut spread = Vec::new();
     for r in 0..rounds {
-        let before = sent_per_path(&sim);
+        let before = sent_per_path(&sim, 0);
         post(&mut sim, 0, p01, p10, len, r);
         wait(&mut sim, 1, 1);
         post(&mut sim, 1, p10, p01, len, r);
         wait(&mut sim, 0, 2);
         wait(&mut sim, 1, 1);
-        let after = sent_per_path(&sim);
+        let after = sent_per_path(&sim, 0);
         let paths = after
             .iter()
             .zip(before.iter().chain(std::iter::repeat(&0)))
