@@ -878,7 +878,7 @@ impl PathSet {
             // the sender a send call and the receiver a receive of its own
             // (a 64 KiB message at MTU 1500 is a flowlet of 44 packets and
             // a tail of 3 or 4), and it arrived apart from the body.
-            let left = if left == 0 && floor <= 1 && tail > 0 && tail <= flowlet.max(floor) / 4 {
+            let left = if left == 0 && tail > 0 && tail <= flowlet / 4 {
                 tail + 1
             } else {
                 left
