@@ -344,6 +344,9 @@ impl Srd {
             at = i + 1;
             let (peer, mut ctx) = self.split(i);
             ctx.stats.peer_polls += 1;
+            if peer.timers_stale {
+                peer.update_timers(ctx.p);
+            }
             if peer.timers.next().is_none_or(|t| t > now) {
                 continue;
             }
@@ -435,6 +438,10 @@ impl Srd {
                 self.seal(i, buf, &t);
                 return Some(t);
             }
+            // The end of this peer's burst: the timers its packets left stale.
+            if peer.timers_stale {
+                peer.update_timers(ctx.p);
+            }
             if peer.quiescent() {
                 self.deactivate(i);
             }
@@ -454,7 +461,7 @@ impl Srd {
         let mut min: Option<Instant> = None;
         while let Some(i) = self.next_active(at) {
             at = i + 1;
-            if let Some(t) = self.peers[i].timers.next() {
+            if let Some(t) = self.peers[i].next_deadline(&self.p) {
                 min = Some(min.map_or(t, |m| m.min(t)));
             }
         }

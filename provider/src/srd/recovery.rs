@@ -229,26 +229,44 @@ impl Peer {
     /// Re-arm the RTO, tail-loss probe and unreachable timers from the
     /// current state.
     pub fn update_timers(&mut self, p: &Params) {
-        if self.tx.pkts_in_flight > 0 {
-            let rto_at = self.recovery.rto_base + Duration::from_nanos(self.rto_ns(p));
-            self.timers.set(Timer::Rto, rto_at);
-            let tlp_at = self.last_data_sent + Duration::from_nanos(self.pto_ns(p));
-            if self.recovery.tlp_count < MAX_TLP && tlp_at < rto_at {
-                self.timers.set(Timer::Tlp, tlp_at);
-            } else {
-                self.timers.stop(Timer::Tlp);
-            }
-        } else {
-            self.timers.stop(Timer::Rto);
-            self.timers.stop(Timer::Tlp);
+        self.timers_stale = false;
+        if self.tx.pkts_in_flight == 0 {
             self.recovery.rto_backoff = 0;
         }
-        if self.tx.busy() && !self.tx.idle_until_poll {
-            let at = self.tx.last_progress + Duration::from_nanos(p.unreachable_ns);
-            self.timers.set(Timer::Unreachable, at);
+        let [rto, tlp, unreachable] = self.timer_plan(p);
+        self.timers.put(Timer::Rto, rto);
+        self.timers.put(Timer::Tlp, tlp);
+        self.timers.put(Timer::Unreachable, unreachable);
+    }
+
+    /// What `update_timers` arms from the current state: the RTO, tail-loss
+    /// probe and unreachable deadlines (`None`: stopped).
+    fn timer_plan(&self, p: &Params) -> [Option<Instant>; 3] {
+        let (rto, tlp) = if self.tx.pkts_in_flight > 0 {
+            let rto_at = self.recovery.rto_base + Duration::from_nanos(self.rto_ns(p));
+            let tlp_at = self.last_data_sent + Duration::from_nanos(self.pto_ns(p));
+            let tlp = (self.recovery.tlp_count < MAX_TLP && tlp_at < rto_at).then_some(tlp_at);
+            (Some(rto_at), tlp)
         } else {
-            self.timers.stop(Timer::Unreachable);
+            (None, None)
+        };
+        let unreachable = (self.tx.busy() && !self.tx.idle_until_poll)
+            .then(|| self.tx.last_progress + Duration::from_nanos(p.unreachable_ns));
+        [rto, tlp, unreachable]
+    }
+
+    /// The earliest deadline of this peer's timers; with `timers_stale`, the
+    /// three `update_timers` would re-arm taken as it would arm them.
+    pub fn next_deadline(&self, p: &Params) -> Option<Instant> {
+        if !self.timers_stale {
+            return self.timers.next();
         }
+        let mut t = self.timers.clone();
+        let [rto, tlp, unreachable] = self.timer_plan(p);
+        t.put(Timer::Rto, rto);
+        t.put(Timer::Tlp, tlp);
+        t.put(Timer::Unreachable, unreachable);
+        t.next()
     }
 
     /// Tail-loss probe wait after the latest send, ns, with back-off.

@@ -483,7 +483,9 @@ impl Peer {
         if let Some(c) = ctx.stats.path_sent.get_mut(usize::from(path)) {
             *c += 1;
         }
-        self.update_timers(ctx.p);
+        // The RTO, tail-probe and unreachable timers follow at the end of
+        // this peer's burst (`timers_stale`), not per packet.
+        self.timers_stale = true;
         Transmit {
             dst,
             path: wire_path,

@@ -39,6 +39,10 @@ impl TimerTable {
     pub fn set(&mut self, t: Timer, when: Instant) {
         self.at[t as usize] = Some(when);
     }
+    /// Arm `t` at `when`, or disarm it (`None`).
+    pub fn put(&mut self, t: Timer, when: Option<Instant>) {
+        self.at[t as usize] = when;
+    }
     /// Disarm `t`.
     pub fn stop(&mut self, t: Timer) {
         self.at[t as usize] = None;
