@@ -315,13 +315,14 @@ impl<B: UserBuf> Engine<B> {
             self.keepalive_at = None;
             return;
         }
+        if self.keepalive_at.is_some_and(|at| now < at) {
+            // Not due: the common case (this runs after every datagram).
+            return;
+        }
         let every = (self.cfg.unreachable_timeout.as_nanos() as u64 / 4)
             .clamp(KEEPALIVE_MIN_NS, KEEPALIVE_MAX_NS);
-        let Some(at) = self.keepalive_at else {
+        if self.keepalive_at.is_none() {
             self.keepalive_at = Some(now + core::time::Duration::from_nanos(every));
-            return;
-        };
-        if now < at {
             return;
         }
         for p in self.msg.waiting_peers() {

@@ -86,6 +86,10 @@ impl<B: UserBuf> MsgLayer<B> {
     /// Push queued message segments (and control messages) into `dg` while it
     /// has room: round-robin over peers with work, one datagram per turn.
     pub fn pump(&mut self, dg: &mut dyn Datagrams) {
+        if self.ready.is_empty() && self.blocked.is_empty() {
+            // Nothing to hand down (it runs after every datagram received).
+            return;
+        }
         self.payload_max = dg.max_payload();
         let mut blocked = core::mem::take(&mut self.blocked);
         // Bounded: every turn either sends a datagram, retires the peer or blocks it.

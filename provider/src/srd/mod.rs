@@ -232,6 +232,7 @@ impl Srd {
     }
 
     /// Put peer `i` on the `active` list (it is about to change).
+    #[inline]
     pub(crate) fn activate(&mut self, i: usize) {
         let w = i / 64;
         if self.active.len() <= w {
@@ -294,6 +295,7 @@ impl Srd {
     }
 
     /// Put peer `i` on `senders` (its DATA or PROBE arrived).
+    #[inline]
     pub(crate) fn list_sender(&mut self, i: usize) {
         if self.peers[i].rx_listed {
             return;
@@ -433,7 +435,8 @@ impl Srd {
             }
             if let Some(t) = peer.poll_transmit(&mut ctx, now, buf) {
                 peer.last_active = now;
-                self.cursor = (i + 1) % n;
+                // (Not `% n`: a division per packet.)
+                self.cursor = if i + 1 < n { i + 1 } else { 0 };
                 self.arm_sweep(now);
                 self.seal(i, buf, &t);
                 return Some(t);

@@ -508,10 +508,16 @@ impl PathSet {
     /// paths follows one of those): from a trimmed peer's summary, each
     /// path with its RTT (its variation half of it) and a bad path bad (it
     /// is probed at its first pick), else fresh.
+    #[inline]
     pub fn ensure(&mut self) {
-        if !self.paths.is_empty() {
-            return;
+        if self.paths.is_empty() {
+            self.rebuild();
         }
+    }
+
+    /// `ensure`'s work, out of line (rare: once per trimmed peer woken).
+    #[cold]
+    fn rebuild(&mut self) {
         let summary = self.summary.take().unwrap_or_default();
         self.paths = (0..self.count)
             .map(|i| {
