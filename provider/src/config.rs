@@ -115,6 +115,11 @@ pub struct Config {
     pub max_host_delay: Duration,
     /// Acknowledge at once after this many unacknowledged data packets.
     pub ack_every: u32,
+    /// Take the segments of a coalesced datagram that continue the one
+    /// before (same sender, instant, length and header but for the PSN)
+    /// without parsing, admitting and acking each again (`Srd::handle_datagram`).
+    /// Off only to compare with the full path (`engine_rx_continuation.rs`).
+    pub rx_continuation: bool,
     /// Lower bound of the retransmission timer.
     pub min_rto: Duration,
     /// Upper bound of the retransmission timer after backoff.
@@ -175,6 +180,7 @@ impl Config {
             ack_soon: Duration::from_micros(5),
             max_host_delay: Duration::from_millis(4),
             ack_every: 16,
+            rx_continuation: true,
             min_rto: Duration::from_millis(2),
             max_rto: Duration::from_secs(1),
             initial_window: 64,

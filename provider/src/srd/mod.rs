@@ -131,6 +131,9 @@ pub struct Srd {
     next_sweep: Option<Instant>,
     /// A peer was used since the sweep was last armed.
     sweep_wanted: bool,
+    /// The latest DATA packet delivered, while the next may continue it
+    /// (`recv.rs`: `continuation`); cleared by anything else.
+    rx_last: Option<recv::RxLast>,
     /// `next_sweep` is at most a quarter of the trim time away.
     sweep_soon: bool,
     /// The job key and its derived keys (`Config::auth_key`), if any.
@@ -174,6 +177,7 @@ impl Srd {
             credit_budget: cfg.rx_credit_packets.max(2),
             unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
+            rx_continuation: cfg.rx_continuation,
             flowlet: (cfg.flowlet_bytes / max_payload.max(1)).clamp(1, 64) as u32,
             head,
             mac_flag: if auth.is_some() { flags::MAC } else { 0 },
@@ -195,6 +199,7 @@ impl Srd {
             trim_ns: (cfg.peer_trim_after.as_nanos() as u64).max(1),
             next_sweep: None,
             sweep_wanted: false,
+            rx_last: None,
             sweep_soon: false,
             auth,
             unsealed: None,
@@ -338,6 +343,7 @@ impl Srd {
 
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.rx_last = None;
         if self.next_sweep.is_some_and(|t| t <= now) {
             self.sweep(now);
         }
@@ -398,6 +404,7 @@ impl Srd {
     /// The next packet to put on the wire, written into `buf`
     /// (`buf.len() >= cfg.max_datagram`), or `None` (nothing to send, or paced).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.rx_last = None;
         if buf.len() < self.p.head + self.p.max_payload {
             return None;
         }

@@ -68,6 +68,8 @@ pub struct Params {
     pub head: usize,
     /// `flags::MAC` with a job key (every packet carries a tag), else 0.
     pub mac_flag: u8,
+    /// `Config::rx_continuation`.
+    pub rx_continuation: bool,
 }
 
 /// Shared state a peer's methods need from the endpoint.

@@ -9,7 +9,7 @@ use super::timer::Timer;
 use super::Srd;
 use crate::dgram::PeerId;
 use crate::time::Instant;
-use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED};
+use crate::wire::srd::{flags, Packet, PacketType, Repr, CREDIT_UNLIMITED, HEADER_LEN, PSN_AT};
 
 /// A sender is active if it sent us new data this recently, ns.
 const ACTIVE_NS: u64 = 1_000_000;
@@ -189,6 +189,20 @@ impl Peer {
     }
 }
 
+/// The latest DATA packet `handle_datagram` delivered, for `continuation`.
+pub(crate) struct RxLast {
+    /// When and from where it came.
+    at: Instant,
+    from: SocketAddr,
+    /// Its peer.
+    id: PeerId,
+    /// Its header as received, and the datagram's length.
+    head: [u8; HEADER_LEN],
+    len: usize,
+    /// Its header parsed.
+    h: Repr,
+}
+
 impl Srd {
     /// Receiver credit per sender at `now` (incast defence): unlimited with
     /// one active sender; with several, `credit_budget` packets beyond their
@@ -346,14 +360,71 @@ impl Srd {
         }
     }
 
+    /// May the next DATA packet of peer `id` take `continuation`? Not when
+    /// admitting its packets takes more than the session check: a job key
+    /// (every packet's tag is verified) or rails (the rail heard is noted).
+    fn continues(&self, id: PeerId) -> bool {
+        self.p.rx_continuation
+            && self
+                .peers
+                .get(id.0 as usize)
+                .is_some_and(|p| p.keys.is_none() && p.rails.is_none())
+    }
+
+    /// The next segment of a coalesced (GRO) datagram, handled without
+    /// parsing, admitting or applying its ack again: the DATA packet just
+    /// delivered (`rx_last`) came at the same instant from the same address
+    /// and this one is the same length with the same header but for its PSN,
+    /// one more. The header was valid and admitted; but for the PSN, so is
+    /// this one (the floor is checked against the new PSN). Its ack, applied
+    /// again at the same instant, would change nothing (`on_ack` is
+    /// idempotent then: what it frees is freed, what it learns is learnt).
+    /// `None`: take the full path.
+    fn continuation<'a>(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        data: &'a [u8],
+    ) -> Option<Option<(PeerId, &'a [u8])>> {
+        let last = self.rx_last.as_ref()?;
+        if last.at != now || last.from != from || last.len != data.len() {
+            return None;
+        }
+        let head = data.get(..HEADER_LEN)?;
+        let psn = last.h.psn.wrapping_add(1);
+        if head[..PSN_AT] != last.head[..PSN_AT]
+            || head[PSN_AT..PSN_AT + 4] != psn.to_be_bytes()
+            || head[PSN_AT + 4..] != last.head[PSN_AT + 4..]
+            || (last.h.psn_floor.wrapping_sub(psn) as i32) > 0
+        {
+            return None;
+        }
+        let mut h = last.h;
+        h.psn = psn;
+        let id = last.id;
+        let pkt = Packet::new_checked(data).ok()?;
+        self.stats.rx_continued += 1;
+        let delivered = self.deliver(now, id, &h, &pkt, false);
+        match (&delivered, &mut self.rx_last) {
+            (Some(_), Some(last)) => {
+                last.h.psn = psn;
+                last.head[PSN_AT..PSN_AT + 4].copy_from_slice(&psn.to_be_bytes());
+            }
+            _ => self.rx_last = None,
+        }
+        Some(delivered)
+    }
+
     /// A UDP datagram arrived from `from` (source IP and port). Returns the
     /// payload to deliver, if this packet carries new data.
     ///
-    /// One function on purpose (~150 lines): it is the receive pipeline in the
-    /// order every packet passes it (parse, MAC, handshake types, admission,
-    /// ACK processing, data delivery), each step returning early; split, the
-    /// order that makes it safe (nothing runs before admission) would be
-    /// spread over helpers that each need the parsed packet and the peer.
+    /// The receive pipeline in the order every packet passes it: parse, MAC,
+    /// handshake types and admission here, each step returning early; then
+    /// `deliver` (ACK processing, data delivery), which runs only for an
+    /// admitted packet. The next segment of a coalesced datagram skips the
+    /// first part and the ack (`continuation`): in a 64 KiB flowlet received
+    /// at once, 43 of 44 packets repeat the first one's header but for the
+    /// PSN.
     pub fn handle_datagram<'a>(
         &mut self,
         now: Instant,
@@ -363,7 +434,12 @@ impl Srd {
         self.stats.rx_packets += 1;
         if self.next_sweep.is_some_and(|t| t <= now) {
             self.sweep(now);
+            self.rx_last = None;
         }
+        if let Some(delivered) = self.continuation(now, from, data) {
+            return delivered;
+        }
+        self.rx_last = None;
         let parsed = Packet::new_checked(data).and_then(|p| Repr::parse(&p).map(|r| (p, r)));
         let Ok((pkt, h)) = parsed else {
             self.stats.rx_malformed += 1;
@@ -401,8 +477,35 @@ impl Srd {
         }
         // Nothing below runs for a packet without a valid session token.
         let id = self.admit_packet(now, addr, &h, &pkt)?;
+        let delivered = self.deliver(now, id, &h, &pkt, true);
+        if delivered.is_some() && self.continues(id) {
+            let mut head = [0u8; HEADER_LEN];
+            head.copy_from_slice(&data[..HEADER_LEN]);
+            self.rx_last = Some(RxLast {
+                at: now,
+                from,
+                id,
+                head,
+                len: data.len(),
+                h,
+            });
+        }
+        delivered
+    }
+
+    /// The rest of `handle_datagram` for an admitted packet `h` of peer `id`:
+    /// activity, credit, the ack it carries (unless `ack`: an identical one
+    /// was just applied, see `continuation`), and what its type asks.
+    fn deliver<'a>(
+        &mut self,
+        now: Instant,
+        id: PeerId,
+        h: &Repr,
+        pkt: &Packet<&'a [u8]>,
+        ack: bool,
+    ) -> Option<(PeerId, &'a [u8])> {
         if h.ty == PacketType::Rails {
-            self.on_rails(now, id, &h, pkt.payload_ref());
+            self.on_rails(now, id, h, pkt.payload_ref());
             return None;
         }
         self.activate(id.0 as usize);
@@ -426,7 +529,7 @@ impl Srd {
         if peer.recovery.stall_probe_at.is_some() && peer.answers(peer.recovery.stall_probe_no) {
             peer.recovery.last_answer = now;
         }
-        if let Some(ack) = &h.ack {
+        if let Some(ack) = h.ack.as_ref().filter(|_| ack) {
             let ext = if h.ty == PacketType::Ack {
                 pkt.payload_ref()
             } else {

@@ -67,6 +67,9 @@ pub struct SrdStats {
     pub window_limited: u64,
     /// Packets received (any type, parsed or not).
     pub rx_packets: u64,
+    /// Of those, DATA taken as the next segment of the one before
+    /// (`Srd::continuation`: not parsed, admitted or acked again).
+    pub rx_continued: u64,
     /// New datagrams delivered up.
     pub rx_delivered: u64,
     /// DATA packets already received (dropped, re-acked).

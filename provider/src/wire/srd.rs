@@ -15,6 +15,8 @@ use super::WireError;
 pub const VERSION: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 56;
+/// Offset of the 4-byte PSN in the header.
+pub const PSN_AT: usize = field::PSN.start;
 /// Bytes of the authentication tag that follows the header of a packet
 /// flagged `MAC` (outside `payload_len`; the payload starts after it).
 pub const TAG_LEN: usize = 16;
