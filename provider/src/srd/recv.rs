@@ -212,15 +212,22 @@ impl Srd {
     /// senders want to send than the budget has packets, the share would
     /// overcommit the budget (1-packet floor each): the receiver schedules
     /// instead (`credit` 0 = scheduled mode), see `admit`.
+    #[inline]
     pub(crate) fn update_credit(&mut self, now: Instant) {
         const REFRESH_NS: u64 = 50_000;
-        if !self.recount
-            && self
-                .credit_at
-                .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(REFRESH_NS))
-        {
+        // Decided fresh at most every `REFRESH_NS` unless the set of senders
+        // changed: this runs for every packet sent and received.
+        let fresh = self
+            .credit_at
+            .is_some_and(|t| now.as_nanos().saturating_sub(t.as_nanos()) < REFRESH_NS);
+        if fresh && !self.recount {
             return;
         }
+        self.recount_credit(now);
+    }
+
+    /// `update_credit`'s work when due.
+    fn recount_credit(&mut self, now: Instant) {
         self.credit_at = Some(now);
         self.recount = false;
         let (mut active, mut demand) = (0u32, 0u32);
