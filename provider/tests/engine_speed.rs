@@ -21,6 +21,28 @@ fn engine(port: u16, nonce: u64) -> (Engine<Vec<u8>>, SocketAddr) {
     (Engine::new(cfg), addr)
 }
 
+/// `SPRAY_SPEED_BATCH` (rounds or messages, e.g. small under valgrind), else
+/// `debug` or `release` by build.
+fn speed_batch(debug: u64, release: u64) -> u64 {
+    std::env::var("SPRAY_SPEED_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) {
+            debug
+        } else {
+            release
+        })
+}
+
+/// An engine on 127.0.0.1:`port` with 1472-byte datagrams (MTU 1500).
+fn mtu_engine(port: u16, nonce: u64) -> (Engine<Vec<u8>>, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut cfg = Config::new(EpMode::Rdm, addr);
+    cfg.nonce = nonce;
+    cfg.max_datagram = 1472;
+    (Engine::new(cfg), addr)
+}
+
 /// Buffers handed back by completions, reused for the next posts (the FFI
 /// allocates nothing per operation either).
 type Pool = Vec<Vec<u8>>;
@@ -96,11 +118,7 @@ fn tagged_ping_pong_cost() {
     // Timed in batches: the minimum and median batch are robust to a busy
     // machine (another process on this core inflates some batches only).
     let batches: u64 = 10;
-    // SPRAY_SPEED_BATCH: rounds per batch (e.g. small under valgrind).
-    let per_batch: u64 = std::env::var("SPRAY_SPEED_BATCH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 500 } else { 20_000 });
+    let per_batch = speed_batch(500, 20_000);
     let rounds = batches * per_batch;
     let warm = per_batch;
     let mut packets = 0u64;
@@ -231,21 +249,11 @@ fn sender_input(a: &mut Engine<Vec<u8>>, now: Instant, from: SocketAddr, back: &
 /// packets printed. Asserts every message arrives intact.
 #[test]
 fn bulk_transfer_cost_per_packet() {
-    let mk = |port: u16, nonce: u64| {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut cfg = Config::new(EpMode::Rdm, addr);
-        cfg.nonce = nonce;
-        cfg.max_datagram = 1472;
-        (Engine::<Vec<u8>>::new(cfg), addr)
-    };
-    let (mut a, a_addr) = mk(7200, 7);
-    let (mut b, b_addr) = mk(7300, 8);
+    let (mut a, a_addr) = mtu_engine(7200, 7);
+    let (mut b, b_addr) = mtu_engine(7300, 8);
     let pb = a.peer(b_addr);
     let pa = b.peer(a_addr);
-    let msgs: u64 = std::env::var("SPRAY_SPEED_BATCH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 4 } else { 200 });
+    let msgs = speed_batch(4, 200);
     const LEN: usize = 1 << 20;
     let mut wire = vec![0u8; 65536];
     // The sender's packets of one flush (as the driver's slots).
@@ -339,15 +347,7 @@ fn two_way_step(
     if e.poll_timeout().is_some_and(|x| x <= now) {
         e.handle_timeout(now);
     }
-    let mut n = 0;
-    while n < slots.len() {
-        let Some(x) = e.poll_transmit(now, &mut slots[n].0) else {
-            break;
-        };
-        slots[n].1 = x.len;
-        n += 1;
-    }
-    n
+    sender_flush(e, now, slots)
 }
 
 /// 1 MiB tagged messages both ways at once between two engines with
@@ -360,21 +360,11 @@ fn two_way_step(
 /// message arrives intact.
 #[test]
 fn two_way_transfer_cost_per_packet() {
-    let mk = |port: u16, nonce: u64| {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut cfg = Config::new(EpMode::Rdm, addr);
-        cfg.nonce = nonce;
-        cfg.max_datagram = 1472;
-        (Engine::<Vec<u8>>::new(cfg), addr)
-    };
-    let (mut a, a_addr) = mk(7400, 9);
-    let (mut b, b_addr) = mk(7500, 10);
+    let (mut a, a_addr) = mtu_engine(7400, 9);
+    let (mut b, b_addr) = mtu_engine(7500, 10);
     let pb = a.peer(b_addr);
     let pa = b.peer(a_addr);
-    let msgs: u64 = std::env::var("SPRAY_SPEED_BATCH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 4 } else { 100 });
+    let msgs = speed_batch(4, 100);
     const LEN: usize = 1 << 20;
     let mut out_a: Vec<(Vec<u8>, usize)> = (0..64).map(|_| (vec![0u8; 2048], 0)).collect();
     let mut out_b = out_a.clone();

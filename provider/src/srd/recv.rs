@@ -501,15 +501,16 @@ impl Srd {
     }
 
     /// The rest of `handle_datagram` for an admitted packet `h` of peer `id`:
-    /// activity, credit, the ack it carries (unless `ack`: an identical one
-    /// was just applied, see `continuation`), and what its type asks.
+    /// activity, credit, the ack it carries (unless not `apply_ack`: an
+    /// identical one was just applied, see `continuation`), and what its
+    /// type asks.
     fn deliver<'a>(
         &mut self,
         now: Instant,
         id: PeerId,
         h: &Repr,
         pkt: &Packet<&'a [u8]>,
-        ack: bool,
+        apply_ack: bool,
     ) -> Option<(PeerId, &'a [u8])> {
         if h.ty == PacketType::Rails {
             self.on_rails(now, id, h, pkt.payload_ref());
@@ -536,7 +537,7 @@ impl Srd {
         if peer.recovery.stall_probe_at.is_some() && peer.answers(peer.recovery.stall_probe_no) {
             peer.recovery.last_answer = now;
         }
-        if let Some(ack) = h.ack.as_ref().filter(|_| ack) {
+        if let Some(ack) = h.ack.as_ref().filter(|_| apply_ack) {
             let ext = if h.ty == PacketType::Ack {
                 pkt.payload_ref()
             } else {
