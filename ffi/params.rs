@@ -42,7 +42,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("max_unexpected_msgs", Kind::Size, "Most unexpected (unmatched) messages held per endpoint, any size; a sender may have 1/64 of it unmatched towards one peer before its next message waits (default 65536)"),
     ("tx_size", Kind::Int, "Transmit queue size offered and enforced (tx_attr->size): sends, injects, RMA and atomics posted and not completed; past it posts return -FI_EAGAIN (default 16384; an application may ask for less)"),
     ("rx_size", Kind::Int, "Receive queue size offered and enforced (rx_attr->size): receives posted and not completed; past it posts return -FI_EAGAIN (default 16384; an application may ask for less)"),
-    ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 65536)"),
+    ("eager_limit", Kind::Size, "Messages up to this size go eagerly, larger use rendezvous, bytes (default 262144)"),
     ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),
     ("gso", Kind::Int, "Send runs of datagrams to one peer on one path (flowlets) as one segmented send, UDP GSO: 1 = yes where the kernel has it (default; falls back by itself where a device refuses), 0 = one datagram per send entry"),
     ("gro", Kind::Int, "Let the kernel hand over datagrams of one sender coalesced (UDP_GRO), split here: 1 = yes where the kernel has it (default), 0 = one datagram per receive entry"),

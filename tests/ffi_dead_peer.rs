@@ -88,7 +88,8 @@ fn sends_to_a_dead_peer_fail_within_the_timeout() {
     let ([a, b, gone], [cq_a, cq_b, cq_gone]) = trio(dom, info, av, Some(cntr));
     let to_b = av_insert(av, &getname(b));
     let small = vec![0x11u8; 64];
-    let big = vec![0x22u8; 200_000];
+    // A rendezvous send (over the 256 KiB eager limit).
+    let big = vec![0x22u8; 300_000];
 
     // Peer 1: an endpoint that talked to us, then went away (its port closed).
     let to_gone = av_insert(av, &getname(gone));

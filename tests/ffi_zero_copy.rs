@@ -149,6 +149,8 @@ fn run_and_count(place: bool) -> (u64, u64, u64) {
     let path = std::env::temp_dir().join(format!("spray-zc-{}-{place}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
     std::env::set_var("FI_SPRAY_STATS", &path);
+    // Rendezvous from 64 KiB up (the default sends up to 256 KiB eagerly).
+    std::env::set_var("FI_SPRAY_EAGER_LIMIT", "65536");
     std::env::set_var("FI_SPRAY_RX_PLACE", if place { "1" } else { "0" });
     let p = Pair::new();
     exchange(&p, true);
@@ -240,6 +242,8 @@ fn finish(p: &Pair) {
 fn drain_acks_child() {
     // No assist thread: it would progress the receiver behind our back.
     std::env::set_var("FI_SPRAY_ASSIST_US", "0");
+    // Rendezvous from 64 KiB up (the default sends up to 256 KiB eagerly).
+    std::env::set_var("FI_SPRAY_EAGER_LIMIT", "65536");
     std::env::set_var("FI_SPRAY_RX_PLACE", "1");
     let p = Pair::new();
     let sender_fd = socket_fd_of(&getname(p.ep[0]));

@@ -22,6 +22,8 @@ fn engine(i: usize) -> Node {
     c.paths = 8;
     c.nonce = 100 + i as u64;
     c.seed = 0xbead ^ i as u64;
+    // 256 KiB messages, sent by rendezvous (they would go eagerly by default).
+    c.eager_limit = 64 << 10;
     Engine::new(c)
 }
 
