@@ -879,12 +879,13 @@ impl PathSet {
             // a message over several paths, its remainder then sent while
             // its first packets were in flight (no floor).
             // A flowlet that ends a few packets short of the burst's end
-            // (`tail`: packets queued behind this one, at most a quarter
-            // flowlet) takes them along: a tail on a path of its own cost
-            // the sender a send call and the receiver a receive of its own
-            // (a 64 KiB message at MTU 1500 is a flowlet of 44 packets and
-            // a tail of 3 or 4), and it arrived apart from the body.
-            let left = if left == 0 && tail > 0 && tail <= flowlet / 4 {
+            // (this one and `tail` queued behind it, at most a quarter
+            // flowlet more) takes them along: a tail on a path of its own
+            // cost the sender a send call and the receiver a receive of its
+            // own (a 64 KiB message at MTU 1500 is a flowlet of 44 packets
+            // and a tail of 3 or 4; at MTU 9000 a flowlet of 7 and 1), and
+            // it arrived apart from the body.
+            let left = if left == 0 && flowlet >= 4 && tail <= flowlet / 4 {
                 tail + 1
             } else {
                 left
