@@ -138,6 +138,8 @@ pub struct MsgLayer<B: UserBuf> {
     /// discarded: unexpected, held back for send order, or claimed).
     unexp_msgs: usize,
     bounce_pool: Vec<Vec<u8>>,
+    /// Capacity of the buffers in `bounce_pool`, bytes (at most `BOUNCE_POOL_BYTES`).
+    bounce_pooled: usize,
     comps: VecDeque<Completion<B>>,
     stats: MsgStats,
     /// Rendezvous, both sides (`rndv.rs`).
@@ -184,6 +186,7 @@ impl<B: UserBuf> MsgLayer<B> {
             peak_unexp_bytes: 0,
             unexp_msgs: 0,
             bounce_pool: Vec::new(),
+            bounce_pooled: 0,
             comps: VecDeque::new(),
             stats: MsgStats::default(),
             rndv: rndv::Rndv::default(),

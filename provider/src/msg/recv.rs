@@ -8,6 +8,11 @@ use crate::buf::UserBuf;
 use crate::dgram::PeerId;
 use crate::wire::msg::{MsgType, Packet, Repr, HEADER_LEN};
 
+/// Most bytes of freed bounce buffers an endpoint keeps for reuse: what 64
+/// buffers of the old 64 KiB eager limit held. With 256 KiB eager messages a
+/// count alone let an endpoint keep 16 MiB after a burst of unexpected ones.
+const BOUNCE_POOL_BYTES: usize = 4 << 20;
+
 /// Where an incoming message's bytes go.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -336,6 +341,7 @@ impl<B: UserBuf> MsgLayer<B> {
         self.unexp_bytes += n;
         self.peak_unexp_bytes = self.peak_unexp_bytes.max(self.unexp_bytes);
         let mut b = self.bounce_pool.pop().unwrap_or_default();
+        self.bounce_pooled = self.bounce_pooled.saturating_sub(b.capacity());
         b.clear();
         b.resize(n, 0);
         b
@@ -343,9 +349,20 @@ impl<B: UserBuf> MsgLayer<B> {
 
     pub(crate) fn free_bounce(&mut self, b: Vec<u8>) {
         self.unexp_bytes = self.unexp_bytes.saturating_sub(b.len());
-        if self.bounce_pool.len() < 64 && b.capacity() <= self.eager_limit.max(4096) {
+        let cap = b.capacity();
+        if self.bounce_pool.len() < 64
+            && cap <= self.eager_limit.max(4096)
+            && self.bounce_pooled + cap <= BOUNCE_POOL_BYTES
+        {
+            self.bounce_pooled += cap;
             self.bounce_pool.push(b);
         }
+    }
+
+    /// Bytes of bounce buffers kept for reuse (see `BOUNCE_POOL_BYTES`).
+    #[cfg(test)]
+    pub(crate) fn bounce_pooled(&self) -> usize {
+        self.bounce_pooled
     }
 
     /// Bytes `data` of record `id` at message offset `off`.
@@ -545,5 +562,33 @@ impl<B: UserBuf> MsgLayer<B> {
         }
         self.owe_credit(peer, bytes, msgs);
         self.check_done(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, EpMode};
+
+    /// A burst of unexpected 256 KiB messages, freed: the pool keeps at most
+    /// `BOUNCE_POOL_BYTES` of their buffers (a count of 64 alone kept 16 MiB).
+    #[test]
+    fn the_bounce_pool_is_bounded_in_bytes() {
+        let cfg = Config::new(EpMode::Rdm, "127.0.0.1:1".parse().expect("address"));
+        let mut m: MsgLayer<Vec<u8>> = MsgLayer::new(&cfg);
+        let n = cfg.eager_limit;
+        let bufs: Vec<Vec<u8>> = (0..64).map(|_| m.alloc_bounce(n)).collect();
+        for b in bufs {
+            m.free_bounce(b);
+        }
+        assert!(m.bounce_pooled() > 0, "freed buffers are reused");
+        assert!(
+            m.bounce_pooled() <= BOUNCE_POOL_BYTES,
+            "{} bytes pooled",
+            m.bounce_pooled()
+        );
+        // Reuse takes them out of the count again.
+        let b = m.alloc_bounce(n);
+        assert!(m.bounce_pooled() <= BOUNCE_POOL_BYTES - b.capacity());
     }
 }
