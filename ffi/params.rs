@@ -46,7 +46,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("sockbuf", Kind::Size, "SO_RCVBUF/SO_SNDBUF of every socket, bytes (default 16 MiB; forced when root)"),
     ("gso", Kind::Int, "Send runs of datagrams to one peer on one path (flowlets) as one segmented send, UDP GSO: 1 = yes where the kernel has it (default; falls back by itself where a device refuses), 0 = one datagram per send entry"),
     ("gro", Kind::Int, "Let the kernel hand over datagrams of one sender coalesced (UDP_GRO), split here: 1 = yes where the kernel has it (default), 0 = one datagram per receive entry"),
-    ("flowlet_bytes", Kind::Size, "New data sent on one path in a row before the next path's turn, bytes (default 65536: one segmented send; 0 = spray every packet on the next path)"),
+    ("flowlet_bytes", Kind::Size, "New data sent on one path in a row before the next path's turn, bytes of datagrams, headers included (default 65536: one segmented send, 44 packets at MTU 1500; 0 = spray every packet on the next path)"),
     ("max_peers", Kind::Int, "Most peers that remote handshakes may create per endpoint (default 65536; peers the application inserts in its address vector always count)"),
     ("peer_trim_ms", Kind::Int, "A peer with no traffic this long gives back its send ring and path records, keeping each path's RTT and health (about 3 KB an idle peer instead of up to 750 KB), ms (default 1000)"),
     ("peer_idle_timeout_ms", Kind::Int, "A peer with no traffic this long gives back its buffers and history (it keeps its session and resumes without a handshake), ms (default 120000)"),

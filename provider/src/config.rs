@@ -161,7 +161,9 @@ pub struct Config {
     /// what a sender may push unasked.
     pub eager_limit: usize,
     /// New data sent on one path in a row before the next path's turn (a
-    /// flowlet), bytes; at least one packet and at most 64. A driver can then
+    /// flowlet), bytes of datagrams (`max_datagram` each, headers included,
+    /// so that 64 KiB is one segmented send); at least one packet and at
+    /// most 64. A driver can then
     /// hand a flowlet to the kernel as one segmented send (UDP GSO, at most
     /// 64 KiB) and the receiving host can coalesce it (GRO); paths still take
     /// turns flowlet by flowlet. 0 = per-packet spraying.

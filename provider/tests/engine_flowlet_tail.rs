@@ -1,6 +1,6 @@
 //! A message's last few packets ride with its body on the body's path
 //! instead of a flowlet of their own: a 64 KiB message at a 1472-byte
-//! datagram is a flowlet of 46 packets and 2 more, which cost the sender a
+//! datagram is a flowlet of 44 packets and 4 more, which cost the sender a
 //! send call and the receiver a receive of their own, and arrived apart
 //! from the body (across two hosts at MTU 1500 the receiver had returned to
 //! the application by then and took them a poll or two later). So does a
@@ -13,10 +13,12 @@ mod engine_pair;
 use engine_pair::{net, post, sent_per_path, wait};
 use spray::sim::addr;
 
-/// 48 packets at a 1472-byte datagram: a flowlet of 46 (64 KiB) and 2 more.
+/// 48 packets at a 1472-byte datagram: a flowlet of 44 (64 KiB of
+/// datagrams) and 4 more.
 const LEN: usize = 64 << 10;
 
-/// 47 packets: the same flowlet and 1 more (1376 payload bytes a packet).
+/// 47 packets: the same flowlet and 3 more (1376 payload bytes a packet);
+/// with the flowlet of 46 payload-counted packets it had, 1 more.
 const LEN_ONE_MORE: usize = 46 * 1376 + 100;
 
 /// A ping-pong of `LEN`-byte messages; per round after the first `warm`, the
@@ -59,12 +61,13 @@ fn tail_rides_with_body(len: usize) {
 
 #[test]
 fn a_message_tail_rides_with_its_body() {
-    // Before: 46 packets on one path and the last 2 on another.
+    // Before: the flowlet on one path and its tail on another.
     tail_rides_with_body(LEN);
 }
 
 #[test]
 fn a_one_packet_tail_rides_with_its_body() {
-    // Before: 46 packets on one path and the last one on another.
+    // Before: 46 packets on one path and the last one on another (when
+    // the flowlet was 46).
     tail_rides_with_body(LEN_ONE_MORE);
 }

@@ -178,7 +178,7 @@ impl Srd {
             unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
             rx_continuation: cfg.rx_continuation,
-            flowlet: (cfg.flowlet_bytes / max_payload.max(1)).clamp(1, 64) as u32,
+            flowlet: (cfg.flowlet_bytes / cfg.max_datagram.max(1)).clamp(1, 64) as u32,
             head,
             mac_flag: if auth.is_some() { flags::MAC } else { 0 },
         };
