@@ -50,6 +50,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("max_peers", Kind::Int, "Most peers that remote handshakes may create per endpoint (default 65536; peers the application inserts in its address vector always count)"),
     ("peer_trim_ms", Kind::Int, "A peer with no traffic this long gives back its send ring and path records, keeping each path's RTT and health (about 3 KB an idle peer instead of up to 750 KB), ms (default 1000)"),
     ("peer_idle_timeout_ms", Kind::Int, "A peer with no traffic this long gives back its buffers and history (it keeps its session and resumes without a handshake), ms (default 120000)"),
+    ("post_hold_us", Kind::Int, "A send posted within this many us of the one before to the same peer, with no progress call between, waits to leave with the rest of its burst (the next progress call, a send to another peer, 32 held, or 200 us with no call at all): one segmented send for a window of small messages instead of a system call each, us (default 5; 0 = every send leaves at once; never with FI_SPRAY_ASSIST_US=0)"),
     ("rx_batch", Kind::Int, "Datagrams taken per recvmmsg/sendmmsg call (default 32)"),
     ("rx_place", Kind::Int, "Receive rendezvous data straight into the matched receive buffer (headers peeked first) while such a receive is waiting: 1 = yes, 0 = always through a bounce slot; default 1 when datagrams are 16 KiB or more (loopback), else 0"),
     ("linger_ms", Kind::Int, "On close, keep answering peers until they were quiet this long (lost last ACKs), ms (default 10; 0 = close at once)"),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::hold::PostHold;
 use super::{atomic, msg, ops, rma, tagged};
 use crate::consts::*;
 use crate::ep::state::{EpSetup, EpState};
@@ -33,6 +34,10 @@ pub struct EpCore {
     /// (data calls, CQ / counter reads): the progress assist stays away until
     /// it is `assist_idle_ns` old.
     last_app_ns: AtomicU64,
+    /// When the oldest send held back for its burst was held (`hold.rs`),
+    /// monotonic ns (0 = none): the assist thread flushes it after
+    /// `assist::HOLD_BOUND_NS` if the application has not.
+    held_ns: AtomicU64,
     /// See `assist::idle_ns` (0 = no assist for this endpoint).
     pub assist_idle_ns: u64,
 }
@@ -45,9 +50,22 @@ impl EpCore {
             Some(mut st) => {
                 st.progress();
                 self.touched_at(st.progressed_ns);
+                self.sync_held(&mut st);
             }
             None => self.touch(),
         }
+    }
+    /// Publish `st`'s held sends to the assist thread, and wake it if a hold
+    /// just began (`hold.rs`).
+    pub fn sync_held(&self, st: &mut EpState) {
+        self.held_ns.store(st.hold.since_ns, Ordering::SeqCst);
+        if std::mem::take(&mut st.hold.started) {
+            assist::held(st.hold.since_ns);
+        }
+    }
+    /// See `held_ns`.
+    pub fn held_ns(&self) -> u64 {
+        self.held_ns.load(Ordering::SeqCst)
     }
     /// Note an application call at `ns` (a clock reading already at hand).
     fn touched_at(&self, ns: u64) {
@@ -117,6 +135,7 @@ pub(crate) fn with_state(ep: *mut sys::fid_ep, f: impl FnOnce(&mut EpState) -> i
         // others leave an older time, which at worst lets the assist
         // thread progress the endpoint once.
         e.core.touched_at(st.progressed_ns);
+        e.core.sync_held(&mut st);
         r
     })
 }
@@ -247,11 +266,17 @@ pub unsafe extern "C" fn endpoint_open(
         } else {
             (&nosys::RMA, &nosys::ATOMIC)
         };
+        // SAFETY: info's domain_attr is NULL or valid (checked above for info).
+        let assist_idle_ns = assist::idle_ns_for(unsafe { i.domain_attr.as_ref() });
+        // Held sends need the assist thread to bound their wait (`hold.rs`).
+        if assist_idle_ns != 0 {
+            state.hold = PostHold::new(params::int_or("post_hold_us", 5, 0, 1000) as u64 * 1000);
+        }
         let core = Arc::new(EpCore {
             state: Mutex::new(state),
             last_app_ns: AtomicU64::new(clock::now_ns()),
-            // SAFETY: info's domain_attr is NULL or valid (checked above for info).
-            assist_idle_ns: assist::idle_ns_for(unsafe { i.domain_attr.as_ref() }),
+            held_ns: AtomicU64::new(0),
+            assist_idle_ns,
         });
         let obj = Ep {
             fid: sys::fid_ep {

@@ -2,6 +2,7 @@
 
 pub mod atomic;
 pub mod endpoint;
+pub mod hold;
 pub mod msg;
 pub mod ops;
 pub mod rma;

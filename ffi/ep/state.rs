@@ -10,6 +10,7 @@ use std::time::Duration;
 use spray::msg::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
 use spray::{Config, Engine, EpMode, Instant, PeerId, UserBuf};
 
+use super::hold::PostHold;
 use crate::consts::*;
 use crate::fabric::av::AvCore;
 use crate::fabric::cntr::CntrCore;
@@ -98,6 +99,8 @@ pub struct EpState {
     /// time of the latest application call for the assist thread, which saves
     /// a clock read per poll.
     pub(crate) progressed_ns: u64,
+    /// Sends held back to leave with the rest of their burst (`hold.rs`).
+    pub(crate) hold: PostHold,
     /// Address of socket 0 (`fi_getname`).
     pub local: SocketAddr,
     socks: Option<Sockets>,
@@ -147,6 +150,7 @@ impl EpState {
     pub fn new(setup: EpSetup, socks: Sockets) -> EpState {
         EpState {
             progressed_ns: 0,
+            hold: PostHold::new(0),
             local: socks.local,
             setup,
             socks: Some(socks),
@@ -468,7 +472,12 @@ impl EpState {
         let rc = run.engine.post_send(op);
         // FI_MORE: more posts follow at once; let them leave in one batch.
         if flags & FI_MORE == 0 || rc.is_err() {
-            self.progress_after_post();
+            if rc.is_ok() && self.hold.on_send(peer, clock::now_ns()) {
+                // Continues a burst to this peer: leaves with the next flush.
+                run.stale = true;
+            } else {
+                self.progress_after_post();
+            }
         }
         op_result(rc)
     }
@@ -673,6 +682,7 @@ impl EpState {
         let Some(run) = &mut self.run else { return };
         let now = clock::now();
         self.progressed_ns = now.as_nanos();
+        self.hold.flushed();
         run.stale = !run.io.flush(&mut run.engine, now);
         run.next_timer = run.engine.poll_timeout();
         self.take_completions();
@@ -690,6 +700,8 @@ impl EpState {
         let Some(run) = &mut self.run else { return };
         let mut now = clock::now();
         self.progressed_ns = now.as_nanos();
+        // Held sends leave in this call's flush (`stale` is set).
+        self.hold.progressed();
         let mut input = false;
         for round in 1..=RX_ROUNDS {
             let engine = &mut run.engine;
