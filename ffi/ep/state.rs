@@ -10,7 +10,7 @@ use std::time::Duration;
 use spray::msg::{CompError, CompKind, Completion, OpError, RecvFlags, RecvOp, SendOp};
 use spray::{Config, Engine, EpMode, Instant, PeerId, UserBuf};
 
-use super::hold::PostHold;
+use super::hold::{PostHold, HOLD_MAX_BYTES};
 use crate::consts::*;
 use crate::fabric::av::AvCore;
 use crate::fabric::cntr::CntrCore;
@@ -451,6 +451,7 @@ impl EpState {
             buf
         };
         let report = report && (!self.tx_selective || flags & FI_COMPLETION != 0);
+        let small = buf.len() <= HOLD_MAX_BYTES;
         let op = SendOp {
             peer,
             buf,
@@ -472,7 +473,7 @@ impl EpState {
         let rc = run.engine.post_send(op);
         // FI_MORE: more posts follow at once; let them leave in one batch.
         if flags & FI_MORE == 0 || rc.is_err() {
-            if rc.is_ok() && self.hold.on_send(peer, clock::now_ns()) {
+            if rc.is_ok() && small && self.hold.on_send(peer, clock::now_ns()) {
                 // Continues a burst to this peer: leaves with the next flush.
                 run.stale = true;
             } else {

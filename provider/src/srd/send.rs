@@ -25,10 +25,11 @@ const FLOWLET_MIN_BYTES: u128 = 22_000;
 /// flowlets of at least this many bytes (whole packets: 12 at MTU 1500, 2 at
 /// 9000), whatever the rate, see `flowlet_floor`.
 const FLOWLET_FLOOR_BYTES: usize = 16 * 1024;
-/// Packets up to this size (an application's small messages, a few bytes of
-/// payload each) go on one proven path in flowlets of up to
-/// `SMALL_FLOWLET_BYTES`, whatever the rate, see `small_flowlet`.
-const SMALL_PACKET_BYTES: u64 = 512;
+/// Packets up to this size, SRD payload (an application's small messages:
+/// up to 512 bytes and their 40-byte message header) go on one proven path
+/// in flowlets of up to `SMALL_FLOWLET_BYTES`, whatever the rate, see
+/// `small_flowlet`.
+const SMALL_PACKET_BYTES: u64 = 552;
 /// Bytes of a flowlet of small packets (about 40 packets of one 8-byte
 /// message each).
 const SMALL_FLOWLET_BYTES: u64 = 4096;
