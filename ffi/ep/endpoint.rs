@@ -58,7 +58,11 @@ impl EpCore {
     /// Publish `st`'s held sends to the assist thread, and wake it if a hold
     /// just began (`hold.rs`).
     pub fn sync_held(&self, st: &mut EpState) {
-        self.held_ns.store(st.hold.since_ns, Ordering::SeqCst);
+        // Every data call and CQ poll passes here: store (a full fence) only
+        // when the value changes.
+        if self.held_ns.load(Ordering::Relaxed) != st.hold.since_ns {
+            self.held_ns.store(st.hold.since_ns, Ordering::SeqCst);
+        }
         if std::mem::take(&mut st.hold.started) {
             assist::held(st.hold.since_ns);
         }
