@@ -860,9 +860,9 @@ impl PathSet {
     /// with room, else the next path `pick` chooses, which starts a new
     /// flowlet. Consecutive packets on one path can leave as one segmented
     /// send and be coalesced at the receiver; the paths' shares are those of
-    /// `pick`, counted in flowlets. A new flowlet has at least `floor`
-    /// packets on a proven path (it has delivered and lost nothing since:
-    /// RTT sample, good, no loss streak), `flowlet` otherwise. A bad path's
+    /// `pick`, counted in flowlets. A new flowlet has at least `floor` and
+    /// `small` packets on a proven path (it has delivered and lost nothing
+    /// since: RTT sample, good, no loss streak), `flowlet` otherwise. A bad path's
     /// probe only when `may_probe` (the sender has another packet to send
     /// after this one). Returns (path, is_probe).
     pub fn pick_flowlet(
@@ -870,6 +870,7 @@ impl PathSet {
         now: Instant,
         flowlet: u32,
         floor: u32,
+        small: u32,
         may_probe: bool,
         tail: u32,
     ) -> (u8, bool) {
@@ -913,7 +914,12 @@ impl PathSet {
             .paths
             .get(usize::from(i))
             .is_some_and(|p| p.srtt_ns > 0 && p.health == Health::Good && p.loss_streak == 0);
-        let len = if proven { flowlet.max(floor) } else { flowlet }.min(self.flowlet_cap);
+        let len = if proven {
+            flowlet.max(floor).max(small)
+        } else {
+            flowlet
+        }
+        .min(self.flowlet_cap);
         // A probe of a bad path is one packet, not a flowlet.
         self.flowlet = (!probe).then(|| (i, len.saturating_sub(1)));
         if !probe {

@@ -25,6 +25,14 @@ const FLOWLET_MIN_BYTES: u128 = 22_000;
 /// flowlets of at least this many bytes (whole packets: 12 at MTU 1500, 2 at
 /// 9000), whatever the rate, see `flowlet_floor`.
 const FLOWLET_FLOOR_BYTES: usize = 16 * 1024;
+/// Packets up to this size, SRD payload (an application's small messages:
+/// up to 512 bytes and their 40-byte message header) go on one proven path
+/// in flowlets of up to `SMALL_FLOWLET_BYTES`, whatever the rate, see
+/// `small_flowlet`.
+const SMALL_PACKET_BYTES: u64 = 552;
+/// Bytes of a flowlet of small packets (about 40 packets of one 8-byte
+/// message each).
+const SMALL_FLOWLET_BYTES: u64 = 4096;
 use crate::wire::srd::{flags, AckRepr, PacketType, Repr, CREDIT_UNLIMITED, MAX_SACK_EXT_BYTES};
 
 impl Peer {
@@ -204,6 +212,30 @@ impl Peer {
         (FLOWLET_FLOOR_BYTES.div_ceil(p.max_payload.max(1)) as u32).clamp(1, p.flowlet.max(1))
     }
 
+    /// Packets of a flowlet of small packets of `len` bytes each (1 for
+    /// larger ones): a stream of small messages (8 bytes each, IMB Uniband,
+    /// a message-rate benchmark) has a low byte rate and was sprayed packet
+    /// by packet, so that the packets a batch of posts queued at once
+    /// (`post_hold_us` in the provider) went out in one send call per path
+    /// instead of one segmented send (UDP GSO takes a run of equal-size
+    /// datagrams to one destination on one socket). A flowlet of 4 KiB of
+    /// small packets queues nothing worth the name on any path. Proven
+    /// paths only, as `flowlet_floor`. At most the packets queued now (this
+    /// one and `tail` behind it): a flowlet outlives its batch only by what
+    /// the window holds back. Sized by the packet alone, a lone control
+    /// packet (an RTS, a CTS) left a flowlet of 40 more behind it, which
+    /// every later one took to the same path, seconds on: when that path
+    /// died (its NIC went down) each rendezvous step was lost there in turn
+    /// until the path was found bad (`ffi_rails`: 131 MB in 23 s after the
+    /// NIC died, where 3 s is usual).
+    fn small_flowlet(p: &Params, len: u64, tail: u32) -> u32 {
+        if len == 0 || len > SMALL_PACKET_BYTES {
+            return 1;
+        }
+        let cap = u64::from(p.flowlet.max(1)).min(u64::from(tail) + 1);
+        (SMALL_FLOWLET_BYTES / len).clamp(1, cap) as u32
+    }
+
     /// Packets of the next flowlet (new data on one path in a row): what
     /// the pacing rate sends in `FLOWLET_NS`, within 1 and `Params::flowlet`
     /// (as a TCP sender sizes its TSO bursts). A flowlet enters its path at
@@ -330,7 +362,10 @@ impl Peer {
         let more = self.has_more();
         // Packets queued behind this one (`next_send` already moved past it).
         let tail = self.tx.next_psn.wrapping_sub(self.tx.next_send);
-        let (path, probe) = self.paths.pick_flowlet(now, flowlet, floor, more, tail);
+        let small = Self::small_flowlet(ctx.p, len, tail);
+        let (path, probe) = self
+            .paths
+            .pick_flowlet(now, flowlet, floor, small, more, tail);
         let mut fl = if probe || self.credit_stalls() {
             flags::ACK_NOW
         } else {
@@ -340,7 +375,7 @@ impl Peer {
             fl |= flags::MORE;
         }
         let t = self.send_data(ctx, now, psn, path, fl, buf);
-        if !probe && flowlet > 1 {
+        if !probe && (flowlet > 1 || small > 1) {
             let seq = self.paths.paths[usize::from(path)].next_seq - 1;
             self.paths.on_flowlet_sent(path, seq, now);
         }
