@@ -67,8 +67,9 @@ fn small_messages_queued_together_share_a_path() {
 
 /// A small packet alone in the queue does not start a flowlet: sized by the
 /// packet, it left 40 more behind it, and every later lone packet (a
-/// rendezvous step's RTS or CTS, seconds on) went to that path, dead or not
-/// (`ffi_rails`: a NIC died and the flow stalled there).
+/// receiver's CREDIT, an RTS or a CTS, seconds on) went to that path, dead or
+/// not (`ffi_rails`: a NIC died and the flow stalled there, its sender
+/// waiting for credit).
 #[test]
 fn lone_small_packets_keep_spraying() {
     let mut sim = net(1201, 0x71_af);

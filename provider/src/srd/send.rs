@@ -223,11 +223,12 @@ impl Peer {
     /// paths only, as `flowlet_floor`. At most the packets queued now (this
     /// one and `tail` behind it): a flowlet outlives its batch only by what
     /// the window holds back. Sized by the packet alone, a lone control
-    /// packet (an RTS, a CTS) left a flowlet of 40 more behind it, which
-    /// every later one took to the same path, seconds on: when that path
-    /// died (its NIC went down) each rendezvous step was lost there in turn
-    /// until the path was found bad (`ffi_rails`: 131 MB in 23 s after the
-    /// NIC died, where 3 s is usual).
+    /// packet (a CREDIT returning eager credit, an RTS, a CTS) left a
+    /// flowlet of 40 more behind it, which every later one took to the same
+    /// path, seconds on: when that path died (its NIC went down) each was
+    /// lost there in turn until the path was found bad, and a sender waiting
+    /// for its credit stalled (`ffi_rails`: 131 MB in 23 s after the NIC
+    /// died, where 3 s is usual).
     fn small_flowlet(p: &Params, len: u64, tail: u32) -> u32 {
         if len == 0 || len > SMALL_PACKET_BYTES {
             return 1;
