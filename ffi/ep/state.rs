@@ -934,6 +934,8 @@ fn config(mode: EpMode, local: SocketAddr, paths: usize, max_datagram: usize) ->
         2,
         1 << 15,
     ) as u32;
+    cfg.rx_credit_room =
+        params::int_or("rx_credit_room", i64::from(d.rx_credit_room), 1, 64) as u32;
     cfg.max_unexpected_bytes =
         params::get_size("max_unexpected_bytes").unwrap_or(d.max_unexpected_bytes);
     cfg.max_unexpected_msgs =

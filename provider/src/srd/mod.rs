@@ -175,6 +175,7 @@ impl Srd {
             unreachable_ns: cfg.unreachable_timeout.as_nanos() as u64,
             initial_window: cfg.initial_window.max(2),
             credit_budget: cfg.rx_credit_packets.max(2),
+            credit_room: cfg.rx_credit_room.max(1),
             unscheduled: cfg.unscheduled_packets.max(1),
             seed: cfg.seed,
             rx_continuation: cfg.rx_continuation,

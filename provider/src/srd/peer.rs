@@ -57,6 +57,9 @@ pub struct Params {
     pub initial_window: u32,
     /// The receiver's credit budget shared among its active senders, packets.
     pub credit_budget: u32,
+    /// How many times `credit_budget` the budget may grow to before any
+    /// loss (`Config::rx_credit_room`).
+    pub credit_room: u32,
     /// Packets in flight before the first credit arrives.
     pub unscheduled: u32,
     /// Seed for per-peer random choices.
