@@ -30,13 +30,31 @@ fn warm(sim: &mut Sim<Node>, p01: PeerId, p10: PeerId) {
     }
 }
 
-#[test]
-fn small_messages_queued_together_share_a_path() {
-    let mut sim = net(1200, 0x71_ae);
+/// Two nodes whose paths have proved themselves (`warm`), then idle for
+/// 200 us: the simulator and node 0's and node 1's peer ids of each other.
+fn warmed(nonce: u64, seed: u64) -> (Sim<Node>, PeerId, PeerId) {
+    let mut sim = net(nonce, seed);
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
     warm(&mut sim, p01, p10);
     let pause = sim.now + Duration::from_micros(200);
     sim.run_until(pause, |_| false);
+    (sim, p01, p10)
+}
+
+/// Node 0's packets at `now`, straight from the engine (they never reach
+/// the network: recovered later as retransmissions): the paths of the DATA
+/// packets among them, appended to `paths`.
+fn data_paths(sim: &mut Sim<Node>, now: spray::Instant, buf: &mut [u8], paths: &mut Vec<u8>) {
+    while let Some(t) = sim.nodes[0].poll_transmit(now, buf) {
+        if t.len > 56 + 40 {
+            paths.push(t.path);
+        }
+    }
+}
+
+#[test]
+fn small_messages_queued_together_share_a_path() {
+    let (mut sim, p01, p10) = warmed(1200, 0x71_ae);
     // A window of 32 messages of 8 bytes, posted at once; node 0's packets
     // straight from the engine.
     for r in 0..32 {
@@ -45,11 +63,7 @@ fn small_messages_queued_together_share_a_path() {
     let mut buf = vec![0u8; 2048];
     let mut paths = Vec::new();
     let now = sim.now;
-    while let Some(t) = sim.nodes[0].poll_transmit(now, &mut buf) {
-        if t.len > 56 + 40 {
-            paths.push(t.path);
-        }
-    }
+    data_paths(&mut sim, now, &mut buf, &mut paths);
     let mut distinct = paths.clone();
     distinct.sort_unstable();
     distinct.dedup();
@@ -72,11 +86,7 @@ fn small_messages_queued_together_share_a_path() {
 /// waiting for credit).
 #[test]
 fn lone_small_packets_keep_spraying() {
-    let mut sim = net(1201, 0x71_af);
-    let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
-    warm(&mut sim, p01, p10);
-    let pause = sim.now + Duration::from_micros(200);
-    sim.run_until(pause, |_| false);
+    let (mut sim, p01, p10) = warmed(1201, 0x71_af);
     // 24 messages of 8 bytes, each posted once the one before has left (all
     // in flight: the first, from idle, starts a flowlet of its own).
     let mut buf = vec![0u8; 2048];
@@ -84,11 +94,7 @@ fn lone_small_packets_keep_spraying() {
     let now = sim.now;
     for r in 0..24 {
         post(&mut sim, 0, p01, p10, 8, 2000 + r);
-        while let Some(t) = sim.nodes[0].poll_transmit(now, &mut buf) {
-            if t.len > 56 + 40 {
-                paths.push(t.path);
-            }
-        }
+        data_paths(&mut sim, now, &mut buf, &mut paths);
     }
     println!("{} DATA packets on paths {paths:?}", paths.len());
     assert_eq!(paths.len(), 24, "{paths:?}");

@@ -93,8 +93,8 @@ impl Budget {
 
     /// Grow above the configured budget `max`, up to `room` times it, by an
     /// eighth per `BUDGET_ROOM_GROW_NS`, while no loss has cut the budget
-    /// yet and `busy` (two or more senders hold more data than their shares
-    /// let them send); kept while not busy. Once a loss cut it, as `grow`
+    /// yet and `busy` (two or more senders said lately that they have more
+    /// to send, flag MORE); kept while not busy. Once a loss cut it, as `grow`
     /// (down to `max` at once: the loss found the buffer in front of us).
     /// A configured budget sized for a switch's buffer held senders back
     /// where nothing was lost but the receiver answered late (4 ranks on 2
