@@ -121,6 +121,11 @@ impl Rx {
         Arrival::New
     }
 
+    /// Would `advance_floor(floor)` leave the window as it is?
+    pub fn floor_passed(&self, floor: u32) -> bool {
+        self.any && floor.wrapping_sub(self.base) as i32 <= 0
+    }
+
     /// The sender says it no longer cares about PSNs below `floor` (acked or
     /// failed): move the base up so its window cannot stall on them.
     pub fn advance_floor(&mut self, floor: u32) {
