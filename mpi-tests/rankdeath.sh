@@ -169,9 +169,12 @@ for mpi in "${MPIS[@]}"; do
         for mode in $MODES; do
             for run in $(seq 1 "$RUNS"); do
                 log=$LOGDIR/rankdeath-$mpi-$prov-$mode$TAG-$run.log
-                rm -f "$TMP/killed" "$TMP/ready"
+                rm -f "$TMP/killed" "$TMP/ready" "$TMP/errors"
                 kargs=(-k 10 -t "$TMP/killed")
                 [ "$mode" = link ] && kargs=(-k 0 -r "$TMP/ready")
+                # the survivors' error lines also go to a file: the launcher may be
+                # killed by their abort before it forwards their output
+                kargs+=(-e "$TMP/errors")
                 # shellcheck disable=SC2206 # extra options, split on purpose
                 prog=("$BIN_DIR/rankdeath" "${kargs[@]}" -T 60 ${RANKDEATH_ARGS:-})
                 victim_host=-1
@@ -200,6 +203,9 @@ for mpi in "${MPIS[@]}"; do
                 [ -z "$t_ranks" ] && t_ranks=$t_end
                 [ "$mode" = kill ] && [ -e "$TMP/killed" ] &&
                     t_death=$(awk '{ printf "%.9f", $1 / 1e9 }' "$TMP/killed")
+                # the dead host's link back first: its launcher daemon (and rank) can only
+                # hear the launcher's kill over it
+                [ "$downed" = 1 ] && link_restore "$victim_host"
                 # anything of the job still alive (in its session, and in the hosts) once
                 # LEFT_GRACE_S have passed: a remote daemon may still be on its way out
                 left=""
@@ -214,7 +220,7 @@ for mpi in "${MPIS[@]}"; do
                     kill -KILL $left 2>/dev/null
                     left=$names
                 fi
-                [ "$downed" = 1 ] && link_restore "$victim_host"
+                [ -e "$TMP/errors" ] && cat "$TMP/errors" >>"$log"
                 # the survivors' first error line (earliest t_ns)
                 t_err=$(grep -ao 'RANKDEATH error rank [0-9]* iter [0-9]* op [A-Za-z]* t_ns [0-9]*' "$log" |
                     awk '{ t = $NF / 1e9; if (!m || t < m) m = t } END { if (m) printf "%.9f", m }')

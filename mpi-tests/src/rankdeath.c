@@ -20,7 +20,8 @@
  * last iteration. Reaching the end normally prints "RANKDEATH finished" and exits 0,
  * which the driver counts as a failure (the death went unnoticed). Rank 0 writes -r
  * FILE after 3 iterations (the driver takes the link down only once the job runs).
- * Options: -l LARGE_BYTES, -p PAUSE_US between iterations (default 2000). */
+ * Options: -l LARGE_BYTES, -p PAUSE_US between iterations (default 2000), -e FILE (the
+ * error line is also appended there). */
 #include "common.h"
 
 #include <signal.h>
@@ -31,6 +32,10 @@
 
 static int g_size;
 static int g_iter;
+/* -e FILE: the error line also goes there (appended), for the driver: a line on
+ * stdout passes through the launcher, which may be killed by the abort before it
+ * forwards it. */
+static const char *g_err_file;
 
 static long long now_ns(void)
 {
@@ -58,9 +63,17 @@ static void died(const char *op, int rc)
     int el = 0;
     es[0] = 0;
     MPI_Error_string(rc, es, &el);
-    printf("RANKDEATH error rank %d iter %d op %s t_ns %lld: %s\n", g_rank, g_iter, op, now_ns(),
-           es);
+    long long t = now_ns();
+    printf("RANKDEATH error rank %d iter %d op %s t_ns %lld: %s\n", g_rank, g_iter, op, t, es);
     fflush(stdout);
+    if (g_err_file) {
+        FILE *f = fopen(g_err_file, "a");
+        if (f) {
+            fprintf(f, "RANKDEATH error rank %d iter %d op %s t_ns %lld: %s\n", g_rank, g_iter, op,
+                    t, es);
+            fclose(f);
+        }
+    }
     MPI_Abort(MPI_COMM_WORLD, 3);
     _exit(3);
 }
@@ -107,7 +120,7 @@ int main(int argc, char **argv)
     size_t large = 1 << 20;
     const char *kill_file = NULL, *ready_file = NULL;
     int c;
-    while ((c = getopt(argc, argv, "v:k:T:l:p:t:r:")) != -1) {
+    while ((c = getopt(argc, argv, "v:k:T:l:p:t:r:e:")) != -1) {
         switch (c) {
         case 'v': victim = atoi(optarg); break;
         case 'k': kill_iter = atoi(optarg); break;
@@ -116,6 +129,7 @@ int main(int argc, char **argv)
         case 'p': pause_us = atoi(optarg); break;
         case 't': kill_file = optarg; break;
         case 'r': ready_file = optarg; break;
+        case 'e': g_err_file = optarg; break;
         default:
             fprintf(stderr, "usage: rankdeath [-v VICTIM] [-k ITER|0] [-T S] [-l BYTES] "
                             "[-p US] [-t KILL_FILE] [-r READY_FILE]\n");
