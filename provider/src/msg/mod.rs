@@ -130,6 +130,8 @@ pub struct MsgLayer<B: UserBuf> {
     ins: Slab<InRec>,
     /// Incoming records by (peer, seq): O(1) per segment.
     in_map: FastMap<(u32, u32), usize>,
+    /// Parses received headers, the segments of a stream cheaply (`ParseMemo`).
+    parse_memo: crate::wire::msg::ParseMemo,
     /// Posted receives and unexpected messages, in order (`matching.rs`).
     queues: matching::Queues,
     unexp_bytes: usize,
@@ -181,6 +183,7 @@ impl<B: UserBuf> MsgLayer<B> {
             recvs: Slab::new(),
             ins: Slab::new(),
             in_map: FastMap::default(),
+            parse_memo: crate::wire::msg::ParseMemo::default(),
             queues: matching::Queues::default(),
             unexp_bytes: 0,
             peak_unexp_bytes: 0,

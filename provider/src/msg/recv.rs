@@ -69,7 +69,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 return;
             }
         };
-        let repr = match Repr::parse(&pkt) {
+        let repr = match self.parse_memo.parse(&pkt) {
             Ok(r) => r,
             Err(_) => {
                 self.stats.bad += 1;
