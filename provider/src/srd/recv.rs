@@ -507,11 +507,7 @@ impl Srd {
         peer.reclaimed = false;
         peer.trimmed = false;
         peer.answer_no = h.psn;
-        peer.rx.unacked += 1;
-        peer.rx.received = peer.rx.received.saturating_add(1);
-        if peer.rx.unacked >= ack_every {
-            peer.rx.ack_now = true;
-        }
+        peer.rx.count_new(ack_every, false);
         peer.rx_note_more(true, true, now);
         self.stats.rx_delivered += 1;
         Some(Some((id, pkt.payload_ref())))
@@ -669,11 +665,8 @@ impl Srd {
                     Arrival::New => {
                         let was_active = peer.rx_active(now);
                         peer.rx_last_data = Some(now);
-                        peer.rx.unacked += 1;
-                        peer.rx.received = peer.rx.received.saturating_add(1);
-                        if peer.rx.unacked >= ctx.p.ack_every || h.flags & flags::ACK_NOW != 0 {
-                            peer.rx.ack_now = true;
-                        }
+                        peer.rx
+                            .count_new(ctx.p.ack_every, h.flags & flags::ACK_NOW != 0);
                         // The last packet its sender had queued: it may wait
                         // on this ack to complete a send, so hold it only
                         // `ack_soon` (a prompt reply still carries it). Not

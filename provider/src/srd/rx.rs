@@ -121,6 +121,16 @@ impl Rx {
         Arrival::New
     }
 
+    /// A new data packet was delivered: count it, and ask for an ack at once
+    /// after `ack_every` unacked ones or when the sender asked (`ack_asked`).
+    pub fn count_new(&mut self, ack_every: u32, ack_asked: bool) {
+        self.unacked += 1;
+        self.received = self.received.saturating_add(1);
+        if self.unacked >= ack_every || ack_asked {
+            self.ack_now = true;
+        }
+    }
+
     /// Would `advance_floor(floor)` leave the window as it is?
     pub fn floor_passed(&self, floor: u32) -> bool {
         self.any && floor.wrapping_sub(self.base) as i32 <= 0

@@ -4,21 +4,7 @@
 //! fail as the full parse does).
 
 use super::*;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::rng::Rng;
 
 /// A valid segment header of message `seq` at `offset` with `plen` payload bytes.
 fn segment(
@@ -45,7 +31,7 @@ fn segment(
 fn the_memo_parses_as_parse_does() {
     let mut shortcuts = 0;
     for seed in 1..=20u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut rng = Rng::new(seed);
         let mut memo = ParseMemo::default();
         for _ in 0..2000 {
             let ty = if rng.below(2) == 0 {
