@@ -38,7 +38,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000)"),
     ("initial_window", Kind::Int, "Initial congestion window, packets (default 64)"),
     ("rx_credit_packets", Kind::Int, "Receiver credit budget shared by the senders of an incast, packets beyond their cumulative acks (default 64); size it to the switch buffer in front of the receiver"),
-    ("rx_credit_room", Kind::Int, "Until a loss cuts it, the receiver credit budget grows (an eighth per 10 ms) up to this many times FI_SPRAY_RX_CREDIT_PACKETS while two or more senders wait for credit; the first loss takes it back (default 4; 1 = never above)"),
+    ("rx_credit_room", Kind::Int, "Until overflow cuts it (retransmissions, 8 or more in 4 ms and an eighth of the packets arriving), the receiver credit budget grows (an eighth per 10 ms) up to this many times FI_SPRAY_RX_CREDIT_PACKETS while two or more senders wait for credit; the first cut takes it back (default 4; 1 = never above)"),
     ("max_unexpected_bytes", Kind::Size, "Most unexpected (unmatched) message bytes held per endpoint (default 64 MiB)"),
     ("max_unexpected_msgs", Kind::Size, "Most unexpected (unmatched) messages held per endpoint, any size; a sender may have 1/64 of it unmatched towards one peer before its next message waits (default 65536)"),
     ("tx_size", Kind::Int, "Transmit queue size offered and enforced (tx_attr->size): sends, injects, RMA and atomics posted and not completed; past it posts return -FI_EAGAIN (default 16384; an application may ask for less)"),

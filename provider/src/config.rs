@@ -131,12 +131,13 @@ pub struct Config {
     /// cumulative ack (at least 1). Size it to the buffer in front of this
     /// receiver (the bottleneck of an incast), not to the path's BDP.
     pub rx_credit_packets: u32,
-    /// Before any loss cuts the budget, it grows (an eighth per 10 ms) up
-    /// to this many times `rx_credit_packets` while two or more senders wait
-    /// for credit: where nothing is lost, the configured size is a guess
-    /// that may hold senders back (a receiver that answers late, ranks
-    /// sharing CPUs). The first loss takes it back to `rx_credit_packets`
-    /// and the usual cuts. 1 = never above it.
+    /// Before overflow first cuts the budget (repairs that are a share of
+    /// the traffic, see PROTOCOL.md "Effective budget"), it grows (an
+    /// eighth per 10 ms) up to this many times `rx_credit_packets` while two
+    /// or more senders wait for credit: where nothing overflows, the
+    /// configured size is a guess that may hold senders back (a receiver
+    /// that answers late, ranks sharing CPUs). The first cut takes it back
+    /// to `rx_credit_packets` and the usual cuts. 1 = never above it.
     pub rx_credit_room: u32,
     /// Packets a sender may have in flight to a peer before the peer's first
     /// acknowledgement (and with it a receiver credit) arrives: the only
