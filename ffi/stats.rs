@@ -160,7 +160,7 @@ pub fn line(
         io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
         io.rx_gro_datagrams, io.rx_gro_packets, io.rx_chained
     );
-    let fields: [(&str, u64); 56] = [
+    let fields: [(&str, u64); 57] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -187,6 +187,7 @@ pub fn line(
         ("credit_probes", s.credit_probes),
         ("stall_probes", s.stall_probes),
         ("budget_after_cut", s.budget_after_cut),
+        ("budget_cuts", s.budget_cuts),
         ("tail_hedges", s.tail_hedges),
         ("window_limited", s.window_limited),
         ("rx_packets", s.rx_packets),

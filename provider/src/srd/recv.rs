@@ -99,8 +99,9 @@ impl Budget {
     /// A retransmission arrived, new to us, while several senders share the
     /// budget; `received` counts every new packet received so far (this one
     /// included). Cuts when the repairs of the current window are
-    /// `REPAIRS_TO_CUT` or more and a `REPAIR_SHARE`th of what arrived.
-    fn on_repair(&mut self, now: Instant, max: u32, received: u64) {
+    /// `REPAIRS_TO_CUT` or more and a `REPAIR_SHARE`th of what arrived;
+    /// true if it cut.
+    fn on_repair(&mut self, now: Instant, max: u32, received: u64) -> bool {
         let expired = self
             .window_at
             .is_none_or(|t| now.saturating_since(t).as_nanos() >= u128::from(BUDGET_HOLD_NS));
@@ -115,18 +116,19 @@ impl Budget {
         let arrived = (received - self.window_base.min(received))
             .max(u64::from(REPAIRS_TO_CUT) * REPAIR_SHARE);
         if self.window_repairs < REPAIRS_TO_CUT || repairs * REPAIR_SHARE < arrived {
-            return;
+            return false;
         }
         if self
             .cut_at
             .is_some_and(|t| now.saturating_since(t).as_nanos() < u128::from(BUDGET_HOLD_NS))
         {
-            return;
+            return false;
         }
         self.cut_from = self.packets;
         self.packets = (self.packets - self.packets / 4).max(BUDGET_MIN.min(max));
         self.cut_at = Some(now);
         self.grown_at = now;
+        true
     }
 
     /// Has a loss ever cut it (is it measured rather than configured)?
@@ -744,12 +746,11 @@ impl Srd {
                             self.admit(now);
                         }
                         if shared && h.flags & flags::RETRANSMIT != 0 {
-                            self.budget.on_repair(
-                                now,
-                                self.p.credit_budget,
-                                self.stats.rx_delivered,
-                            );
-                            self.stats.budget_after_cut = u64::from(self.budget.packets);
+                            let received = self.stats.rx_delivered;
+                            if self.budget.on_repair(now, self.p.credit_budget, received) {
+                                self.stats.budget_cuts += 1;
+                                self.stats.budget_after_cut = u64::from(self.budget.packets);
+                            }
                         }
                         Some((id, pkt.payload_ref()))
                     }

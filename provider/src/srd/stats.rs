@@ -57,6 +57,9 @@ pub struct SrdStats {
     /// The receiver's effective credit budget after its latest cut, packets
     /// (0 = never cut).
     pub budget_after_cut: u64,
+    /// Cuts of the receiver's effective credit budget (repairs arriving as
+    /// an overflowing buffer's do, see PROTOCOL.md "Effective budget").
+    pub budget_cuts: u64,
     /// Lost-declared packets later acked (the loss was spurious).
     pub spurious_losses: u64,
     /// Retransmitted packets acked too soon for the resent copy.
