@@ -105,10 +105,11 @@ def main(path):
     if runstats:
         w("spray's counters per run (FI_SPRAY_STATS of every rank; one run = one IMB launch, all")
         w("benchmarks and sizes): RTOs = retransmission timeouts, TLP = tail probes, retx % =")
-        w("retransmissions per DATA packet. Target: no RTO in the loss-free incast runs.")
+        w("retransmissions per DATA packet, cuts = receiver credit budget cuts (repairs arriving as")
+        w("an overflowing buffer's do). Target: no RTO in the loss-free incast runs.")
         w()
-        w("| condition | runs | RTOs per run | TLPs per run | retx % per run | max RTOs of one peer |")
-        w("|---|---:|---|---|---|---:|")
+        w("| condition | runs | RTOs per run | TLPs per run | retx % per run | max RTOs of one peer | budget cuts per run |")
+        w("|---|---:|---|---|---|---:|---|")
         for c in conds:
             rs = [v for (cc, _), v in runstats.items() if cc == c]
             if not rs:
@@ -116,8 +117,10 @@ def main(path):
             rto = [x.get("rto", 0) for x in rs]
             tlp = [x.get("tlp", 0) for x in rs]
             retx = ["%.2f" % (100.0 * x.get("retx", 0) / x["data"]) if x.get("data") else "0" for x in rs]
-            w("| %s | %d | %s | %s | %s | %d |" % (c, len(rs), " ".join(map(str, rto)), " ".join(map(str, tlp)),
-                                                   " ".join(retx), max(x.get("max_rto", 0) for x in rs)))
+            cuts = [str(x["cuts"]) if "cuts" in x else "n/a" for x in rs]
+            w("| %s | %d | %s | %s | %s | %d | %s |" % (c, len(rs), " ".join(map(str, rto)), " ".join(map(str, tlp)),
+                                                        " ".join(retx), max(x.get("max_rto", 0) for x in rs),
+                                                        " ".join(cuts)))
         w()
         inc = [v.get("rto", 0) for (cc, _), v in runstats.items() if cc == "incast"]
         if inc:

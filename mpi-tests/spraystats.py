@@ -7,7 +7,8 @@ Every rank writes its endpoints' counters (README "Statistics on demand"): one l
 close and, with FI_SPRAY_STATS_MS, periodic ones. An endpoint counts once, with its last
 line (its close line if it has one: a rank killed or exiting without closing leaves only
 periodic ones). Prints one line of totals, e.g.
-    eps=8 closed=8 rto=0 tlp=3 retx=41 lost=39 data=523311 dup=2 peers_rto=0 max_rto=0
+    eps=8 closed=8 rto=0 tlp=3 retx=41 lost=39 data=523311 dup=2 stall=0 unreach=0 cuts=0
+    peers_rto=0 max_rto=0
 with --json the same as a JSON object. Exit 1 if no file held a line.
 """
 import json
@@ -15,7 +16,7 @@ import sys
 
 KEYS = [("rto", "timeouts"), ("tlp", "tail_probes"), ("retx", "retransmits"), ("lost", "lost"),
         ("data", "tx_data"), ("dup", "rx_duplicates"), ("stall", "stall_probes"),
-        ("unreach", "unreachable")]
+        ("unreach", "unreachable"), ("cuts", "budget_cuts")]
 
 
 def main(argv):
