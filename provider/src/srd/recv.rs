@@ -793,7 +793,7 @@ mod budget_tests {
         // Nobody waiting: kept.
         b.grow_or_room(ms(500), 64, 4, false);
         assert_eq!(b.packets, 256);
-        // Overflow (8 repairs among 40 packets) cuts it, and it is back at
+        // Overflow (8 repairs among 36 packets) cuts it, and it is back at
         // the configured budget at once.
         for k in 1..=8u64 {
             b.on_repair(ms(501), 64, 1000 + 5 * k);
