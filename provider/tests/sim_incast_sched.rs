@@ -194,6 +194,33 @@ fn incast_64_default_budget_adapts() {
     assert_eq!(r.timeouts, 0, "seed 7: {r:?}");
 }
 
+/// `senders` senders and their receiver (node `senders`), whose budget of
+/// `budget` packets stays as configured until a cut (no room to grow), over
+/// 4 paths of 20 us at 1 Gbit/s; node keys from `keys`.
+fn shared_budget_sim(seed: u64, senders: usize, budget: u32, keys: u64) -> Sim<SrdNode> {
+    let paths = 4u8;
+    let nodes: Vec<SrdNode> = (0..=senders)
+        .map(|i| {
+            let mut c = config(i, paths, keys + i as u64);
+            c.rx_credit_packets = budget;
+            c.rx_credit_room = 1;
+            SrdNode::new(&c)
+        })
+        .collect();
+    let mut spec = LinkSpec::ideal(Duration::from_micros(20));
+    spec.bandwidth = 125_000_000;
+    Sim::new(seed, nodes, vec![spec; usize::from(paths)])
+}
+
+/// The receiver's 200 Mbit/s downlink, with a buffer that never overflows:
+/// the grants alone bound the flight.
+fn roomy_bottleneck() -> LinkSpec {
+    let mut b = LinkSpec::ideal(Duration::ZERO);
+    b.bandwidth = 25_000_000;
+    b.buffer = 1 << 20;
+    b
+}
+
 /// A budget that does not divide among the senders: once a loss has cut it
 /// (it is measured, no longer the configured guess), its remainder goes to
 /// some of them (one packet above the share each), so the total granted is
@@ -208,25 +235,10 @@ fn incast_budget_remainder_is_granted() {
     use spray::sim::{Event, EventKind};
     let (senders, budget, per_sender) = (32usize, 54u32, 160u64);
     let rx = senders;
-    let paths = 4u8;
-    let nodes: Vec<SrdNode> = (0..=senders)
-        .map(|i| {
-            let mut c = config(i, paths, 200 + i as u64);
-            c.rx_credit_packets = budget;
-            // The budget as configured until the outage's cut: this test
-            // is about the remainder of a cut budget (with room to grow,
-            // 20 ms without a loss had taken 54 to 68 before the cut).
-            c.rx_credit_room = 1;
-            SrdNode::new(&c)
-        })
-        .collect();
-    let mut spec = LinkSpec::ideal(Duration::from_micros(20));
-    spec.bandwidth = 125_000_000;
-    let mut sim = Sim::new(9, nodes, vec![spec; usize::from(paths)]);
-    let mut b = LinkSpec::ideal(Duration::ZERO);
-    b.bandwidth = 25_000_000;
-    b.buffer = 1 << 20; // no overflow: the grants alone bound the flight
-    let mut link = Link::new(b);
+    // (Without room to grow: this test is about the remainder of a cut
+    // budget, and 20 ms without a loss had taken 54 to 68 before the cut.)
+    let mut sim = shared_budget_sim(9, senders, budget, 200);
+    let mut link = Link::new(roomy_bottleneck());
     // An outage loses a flight's worth of packets: their repairs cut the
     // budget once. (Where it falls matters: the 32 senders are scheduled,
     // and an outage that only catches probes cuts nothing. The handshake's
@@ -298,22 +310,9 @@ fn incast_budget_remainder_is_granted() {
 fn random_loss_does_not_cut_the_budget() {
     let (senders, budget, per_sender) = (4usize, 64u32, 3000u64);
     let rx = senders;
-    let paths = 4u8;
     for seed in 1u64..=12 {
-        let nodes: Vec<SrdNode> = (0..=senders)
-            .map(|i| {
-                let mut c = config(i, paths, 300 + i as u64);
-                c.rx_credit_packets = budget;
-                c.rx_credit_room = 1;
-                SrdNode::new(&c)
-            })
-            .collect();
-        let mut spec = LinkSpec::ideal(Duration::from_micros(20));
-        spec.bandwidth = 125_000_000;
-        let mut sim = Sim::new(seed, nodes, vec![spec; usize::from(paths)]);
-        let mut b = LinkSpec::ideal(Duration::ZERO);
-        b.bandwidth = 25_000_000;
-        b.buffer = 1 << 20; // no overflow: the grants alone bound the flight
+        let mut sim = shared_budget_sim(seed, senders, budget, 300);
+        let mut b = roomy_bottleneck();
         b.loss = 0.01;
         sim.bottleneck[rx] = Some(Link::new(b));
         for s in 0..senders {
