@@ -23,6 +23,7 @@
 
 pub mod atomic;
 mod completion;
+mod index;
 mod keepalive;
 mod matching;
 pub mod op;
@@ -42,8 +43,6 @@ pub use op::{
 };
 
 use std::collections::VecDeque;
-
-use crate::hash::FastMap;
 
 use crate::buf::UserBuf;
 use crate::config::{Config, EpMode};
@@ -129,7 +128,7 @@ pub struct MsgLayer<B: UserBuf> {
     recvs: Slab<RecvEntry<B>>,
     ins: Slab<InRec>,
     /// Incoming records by (peer, seq): O(1) per segment.
-    in_map: FastMap<(u32, u32), usize>,
+    in_map: index::InIndex,
     /// Parses received headers, the segments of a stream cheaply (`ParseMemo`).
     parse_memo: crate::wire::msg::ParseMemo,
     /// Posted receives and unexpected messages, in order (`matching.rs`).
@@ -182,7 +181,7 @@ impl<B: UserBuf> MsgLayer<B> {
             outs: Slab::new(),
             recvs: Slab::new(),
             ins: Slab::new(),
-            in_map: FastMap::default(),
+            in_map: index::InIndex::default(),
             parse_memo: crate::wire::msg::ParseMemo::default(),
             queues: matching::Queues::default(),
             unexp_bytes: 0,

@@ -125,7 +125,7 @@ impl<B: UserBuf> MsgLayer<B> {
         // (An empty map, the common case, is not even hashed into.)
         let known = match self.in_map.is_empty() {
             true => None,
-            false => self.in_map.get(&(peer.0, repr.seq)).copied(),
+            false => self.in_map.find((peer.0, repr.seq)),
         };
         if let Some(id) = known {
             match self.ins.get(id) {

@@ -171,8 +171,8 @@ impl<B: UserBuf> MsgLayer<B> {
     /// RDATA of `peer`'s message `repr.seq` at offset `off`: place it, if that
     /// message is a rendezvous one we granted (matched or discarded).
     pub(crate) fn on_rdata(&mut self, peer: PeerId, repr: &Repr, off: usize, data: &[u8]) {
-        match self.in_map.get(&(peer.0, repr.seq)) {
-            Some(&id)
+        match self.in_map.find((peer.0, repr.seq)) {
+            Some(id)
                 if self
                     .ins
                     .get(id)
