@@ -709,9 +709,11 @@ impl EpState {
             let n = if run.place && engine.expects_rdata() {
                 run.io.recv_placed(engine, run.place_round)
             } else {
-                run.io.recv_at(now.as_nanos(), |at, from, bytes| {
-                    engine.handle_datagram(at, from, bytes)
-                })
+                let n = run.io.recv_at(now.as_nanos(), |at, from, bytes| {
+                    engine.handle_datagram_batched(at, from, bytes)
+                });
+                engine.end_input(now);
+                n
             };
             // A call that came back short found the socket empty: another
             // would only cost a syscall before what arrived is handled.

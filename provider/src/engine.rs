@@ -36,6 +36,9 @@ pub struct Engine<B: UserBuf> {
     /// next `handle_timeout` (due at once) arms one. A post has no clock,
     /// and with nothing else going on no input or timer would ever arm it.
     keepalive_arm: bool,
+    /// Datagrams were handled by `handle_datagram_batched` since the last
+    /// `end_input`.
+    input_pending: bool,
 }
 
 /// How often peers we wait on are probed when nothing else goes to them, ns:
@@ -56,6 +59,7 @@ impl<B: UserBuf> Engine<B> {
             msg,
             keepalive_at: None,
             keepalive_arm: false,
+            input_pending: false,
         }
     }
 
@@ -147,9 +151,39 @@ impl<B: UserBuf> Engine<B> {
         self.input(now, from, data, false);
     }
 
+    /// `handle_datagram` for one of a batch of datagrams received at once
+    /// (the segments of a coalesced one above all): what follows every input
+    /// (pending messages handed to the SRD, the keepalive check) waits for
+    /// `end_input`, which the driver calls once after the batch, before it
+    /// transmits. Per segment of a 1 MiB stream at MTU 1500 that work cost
+    /// about 70 of the receiver's 1000 instructions, and no segment needs
+    /// it before the next: nothing leaves until the batch is handled.
+    pub fn handle_datagram_batched(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.input_one(now, from, data, false);
+        self.input_pending = true;
+    }
+
+    /// The work `handle_datagram_batched` left for the end of its batch
+    /// (nothing if no datagram came since the last call).
+    pub fn end_input(&mut self, now: Instant) {
+        if core::mem::take(&mut self.input_pending) {
+            self.after_input();
+            self.keepalive(now);
+        }
+    }
+
     /// A datagram through the SRD, then its payload to the message layer
     /// (`placed`: its bulk bytes are in their buffer already).
     fn input(&mut self, now: Instant, from: SocketAddr, data: &[u8], placed: bool) {
+        self.input_one(now, from, data, placed);
+        // (Covers a batch's datagrams handled before it too.)
+        self.input_pending = false;
+        self.after_input();
+        self.keepalive(now);
+    }
+
+    /// `input` but for what follows it (`end_input`).
+    fn input_one(&mut self, now: Instant, from: SocketAddr, data: &[u8], placed: bool) {
         let delivered = self.srd.handle_datagram(now, from, data);
         // Reports first: a packet that reveals a peer restart must reset that
         // peer's message state before its payload is matched.
@@ -161,8 +195,6 @@ impl<B: UserBuf> Engine<B> {
             Some((peer, payload)) => self.msg.handle_payload(peer, payload),
             None => {}
         }
-        self.after_input();
-        self.keepalive(now);
     }
 
     /// Bytes of its message still to come after the latest DATA or RDATA
@@ -299,6 +331,7 @@ impl<B: UserBuf> Engine<B> {
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.srd.handle_timeout(now);
+        self.input_pending = false;
         self.after_input();
         self.keepalive(now);
     }
@@ -397,6 +430,8 @@ impl<B: UserBuf> Engine<B> {
     }
 
     fn poll_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        // A driver that forgot `end_input` still sends what its input queued.
+        self.end_input(now);
         if let Some(t) = self.srd.poll_transmit(now, buf) {
             return Some(t);
         }

@@ -110,7 +110,9 @@ struct Log {
 
 /// Run the traffic on `p`, both ways at once or (`both` false) a to b
 /// only, where no data of b's carries its acks; the logs of a and b.
-fn run(p: &mut Pair, seed: u64, both: bool) -> (Log, Log) {
+/// `batched`: each step's inbox goes in through `handle_datagram_batched`
+/// and one `end_input`, as the driver hands over what one receive call got.
+fn run(p: &mut Pair, seed: u64, both: bool, batched: bool) -> (Log, Log) {
     let (mut la, mut lb) = (Log::default(), Log::default());
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let n = SIZES.len() as u64;
@@ -161,8 +163,13 @@ fn run(p: &mut Pair, seed: u64, both: bool) -> (Log, Log) {
         let now = Instant::from_nanos(t);
         for (e, from, inbox) in [(&mut p.a, p.b_addr, &to_a), (&mut p.b, p.a_addr, &to_b)] {
             for pkt in inbox.iter() {
-                e.handle_datagram(now, from, pkt);
+                if batched {
+                    e.handle_datagram_batched(now, from, pkt);
+                } else {
+                    e.handle_datagram(now, from, pkt);
+                }
             }
+            e.end_input(now);
             if e.poll_timeout().is_some_and(|x| x <= now) {
                 e.handle_timeout(now);
             }
@@ -200,7 +207,7 @@ fn run(p: &mut Pair, seed: u64, both: bool) -> (Log, Log) {
 
 #[test]
 fn the_shortcut_changes_no_packet_and_no_completion() {
-    compare(true);
+    compare(true, false);
 }
 
 /// One way only: every ack b sends is a pure ACK, sent when its receive
@@ -208,16 +215,26 @@ fn the_shortcut_changes_no_packet_and_no_completion() {
 /// the shortcut counted wrong shows in the packets.
 #[test]
 fn the_shortcut_changes_no_ack_of_a_one_way_stream() {
-    compare(false);
+    compare(false, false);
 }
 
-fn compare(both: bool) {
+/// The same with each batch handed over as the driver does it
+/// (`handle_datagram_batched`, then `end_input`): what every input is
+/// followed by (pending messages handed down, the keepalive check) runs
+/// once per batch, and no peer can tell.
+#[test]
+fn batched_input_changes_no_packet_and_no_completion() {
+    compare(true, true);
+    compare(false, true);
+}
+
+fn compare(both: bool, batched: bool) {
     let mut used = 0;
     for seed in 1..=6u64 {
         let mut full = pair(false, seed);
         let mut fast = pair(true, seed);
-        let (fa, fb) = run(&mut full, seed, both);
-        let (qa, qb) = run(&mut fast, seed, both);
+        let (fa, fb) = run(&mut full, seed, both, false);
+        let (qa, qb) = run(&mut fast, seed, both, batched);
         let n = if both { 2 * SIZES.len() } else { SIZES.len() };
         assert_eq!(fa.done.len(), n, "seed {seed}: a did not finish");
         assert_eq!(fb.done.len(), n, "seed {seed}: b did not finish");
