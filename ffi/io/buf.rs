@@ -129,11 +129,32 @@ impl UserBuf for FfiBuf {
     }
 
     fn write_at(&mut self, offset: usize, data: &[u8]) {
-        if let FfiBuf::Owned(v) = self {
-            if let Some(dst) = v.get_mut(offset..offset + data.len()) {
-                dst.copy_from_slice(data);
+        match self {
+            FfiBuf::Owned(v) => {
+                if let Some(dst) = v.get_mut(offset..offset + data.len()) {
+                    dst.copy_from_slice(data);
+                }
+                return;
             }
-            return;
+            // One segment (most receives): every segment of a message lands
+            // here, and the general walk below cost ~30 instructions more.
+            FfiBuf::Iov { segs, count: 1, .. }
+                if !data.is_empty()
+                    && offset <= segs[0].len
+                    && data.len() <= segs[0].len - offset =>
+            {
+                // SAFETY: offset + data.len() <= the segment's length, inside a
+                // live, writable application receive buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        segs[0].base.add(offset),
+                        data.len(),
+                    )
+                };
+                return;
+            }
+            FfiBuf::Iov { .. } => {}
         }
         self.for_range(offset, data.len(), |p, take, at| {
             // SAFETY: p..p+take lies inside a segment of a live, writable application

@@ -95,7 +95,8 @@ impl Rx {
         if d >= WINDOW {
             return Arrival::OutOfWindow;
         }
-        if self.bit(psn) {
+        // (The base's bit is never set: it is cleared as the base passes.)
+        if d != 0 && self.bit(psn) {
             return Arrival::Duplicate;
         }
         let gap = if self.any {
@@ -113,7 +114,13 @@ impl Rx {
         self.any = true;
         self.recent = (psn, now);
         self.recent_reported = false;
-        self.set(psn, true);
+        if d == 0 {
+            // In order (the common case): the base moves past it without
+            // its bit being set and cleared again.
+            self.base = psn.wrapping_add(1);
+        } else {
+            self.set(psn, true);
+        }
         while self.bit(self.base) {
             self.set(self.base, false);
             self.base = self.base.wrapping_add(1);
