@@ -160,7 +160,7 @@ pub fn line(
         io.rx_guessed, io.rx_guess_missed, io.tx_gso_sends, io.tx_gso_packets, io.tx_gso_fallbacks,
         io.rx_gro_datagrams, io.rx_gro_packets, io.rx_chained
     );
-    let fields: [(&str, u64); 57] = [
+    let fields: [(&str, u64); 58] = [
         ("tx_packets", s.tx_packets),
         ("tx_bytes", s.tx_bytes),
         ("tx_data", s.tx_data),
@@ -192,6 +192,7 @@ pub fn line(
         ("window_limited", s.window_limited),
         ("rx_packets", s.rx_packets),
         ("rx_continued", s.rx_continued),
+        ("rx_train", s.rx_train),
         ("rx_delivered", s.rx_delivered),
         ("rx_duplicates", s.rx_duplicates),
         ("rx_out_of_window", s.rx_out_of_window),

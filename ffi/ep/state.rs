@@ -709,8 +709,8 @@ impl EpState {
             let n = if run.place && engine.expects_rdata() {
                 run.io.recv_placed(engine, run.place_round)
             } else {
-                let n = run.io.recv_at(now.as_nanos(), |at, from, bytes| {
-                    engine.handle_datagram_batched(at, from, bytes)
+                let n = run.io.recv_at(now.as_nanos(), |at, from, bytes, seg| {
+                    engine.handle_segments(at, from, bytes, seg)
                 });
                 engine.end_input(now);
                 n

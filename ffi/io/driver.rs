@@ -129,9 +129,13 @@ impl Io {
         self.rx.tail
     }
 
-    /// One receive call on socket 0: `f(at, from, bytes)` per datagram (see
-    /// `Rx::recv_at`). Returns how many arrived (0: drained for now).
-    pub fn recv_at(&mut self, now_ns: u64, f: impl FnMut(Instant, SocketAddr, &[u8])) -> usize {
+    /// One receive call on socket 0: `f(at, from, bytes, seg)` per datagram,
+    /// a coalesced one whole with its segment size (see `Rx::recv_at`). Returns how many arrived (0: drained for now).
+    pub fn recv_at(
+        &mut self,
+        now_ns: u64,
+        f: impl FnMut(Instant, SocketAddr, &[u8], usize),
+    ) -> usize {
         let fd = self.socks[0].as_raw_fd();
         self.rx.recv_at(fd, now_ns, &mut self.stats, f)
     }

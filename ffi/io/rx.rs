@@ -204,7 +204,8 @@ impl Rx {
     }
 
     /// One receive call on socket `fd`; each datagram goes to
-    /// `f(at, from, bytes)` (coalesced ones one segment at a time). `at` is
+    /// `f(at, from, bytes, seg)` (coalesced ones whole, with their segment
+    /// size `seg`; see `for_segments`). `at` is
     /// the kernel's receive timestamp (clamped between the engine's last time
     /// and now), or now if there is none. `now_ns` is the caller's clock
     /// reading. Returns how many datagrams arrived (0: the socket is drained
@@ -221,7 +222,7 @@ impl Rx {
         fd: i32,
         now_ns: u64,
         stats: &mut IoStats,
-        mut f: impl FnMut(Instant, SocketAddr, &[u8]),
+        mut f: impl FnMut(Instant, SocketAddr, &[u8], usize),
     ) -> usize {
         self.tail = false;
         let fresh = now_ns.saturating_sub(self.polled_ns) < PROBE_FRESH_NS;
@@ -263,12 +264,12 @@ impl Rx {
             };
             let (at, seg) = self.arrival(i, mono, real_to_mono, stats);
             let start = i * self.slot_bytes;
-            got += for_each_segment(
+            got += for_segments(
                 &self.buf[start..start + len],
                 seg,
                 self.max_datagram,
                 stats,
-                |d| f(at, from, d),
+                |d, g| f(at, from, d, g),
             );
         }
         stats.rx_packets += got as u64;
@@ -282,7 +283,7 @@ impl Rx {
         fd: i32,
         now_ns: u64,
         stats: &mut IoStats,
-        f: &mut impl FnMut(Instant, SocketAddr, &[u8]),
+        f: &mut impl FnMut(Instant, SocketAddr, &[u8], usize),
     ) -> usize {
         let r = if self.gro {
             self.reset_hdr(0);
@@ -327,8 +328,8 @@ impl Rx {
             return 1;
         };
         let at = self.engine_time(now_ns);
-        let got = for_each_segment(&self.buf[..len], seg, self.max_datagram, stats, |d| {
-            f(at, from, d)
+        let got = for_segments(&self.buf[..len], seg, self.max_datagram, stats, |d, g| {
+            f(at, from, d, g)
         });
         stats.rx_packets += got as u64;
         // A coalesced datagram is a burst's first flowlet, and its tail (the
@@ -350,20 +351,32 @@ pub(crate) fn for_each_segment(
     stats: &mut IoStats,
     mut f: impl FnMut(&[u8]),
 ) -> usize {
+    for_segments(data, seg, max, stats, |d, g| {
+        d.chunks(g.max(1)).for_each(&mut f)
+    })
+}
+
+/// `for_each_segment` with the datagrams handed over at once: `f(data, g)`
+/// with the segment size `g` (`data.len()` for a datagram that is not
+/// coalesced, or 0 for an empty one), if the segments are not too long.
+pub(crate) fn for_segments(
+    data: &[u8],
+    seg: Option<usize>,
+    max: usize,
+    stats: &mut IoStats,
+    mut f: impl FnMut(&[u8], usize),
+) -> usize {
     let g = seg.filter(|&g| g < data.len()).unwrap_or(data.len());
     if g > max {
         stats.rx_truncated += 1;
         return 1;
     }
     if g == 0 {
-        f(data);
+        f(data, 0);
         return 1;
     }
-    let mut n = 0;
-    for d in data.chunks(g) {
-        f(d);
-        n += 1;
-    }
+    let n = data.len().div_ceil(g);
+    f(data, g);
     if n > 1 {
         stats.rx_gro_datagrams += 1;
         stats.rx_gro_packets += n as u64;

@@ -163,6 +163,39 @@ impl<B: UserBuf> Engine<B> {
         self.input_pending = true;
     }
 
+    /// A coalesced datagram (UDP GRO): `data` holds segments of `seg` bytes
+    /// each, the last possibly shorter, every one a datagram of its own
+    /// from `from`, received at `now`; handled as `handle_datagram_batched`
+    /// handles each (call `end_input` after the batch), but a run of
+    /// segments that continue the one before (a flowlet's packets: the
+    /// same header but for the PSN, and the message header but for the
+    /// offset) goes through the SRD's `handle_train` and the message
+    /// layer's segment shortcut, which check each against the one before
+    /// instead of parsing and admitting it anew. `seg` = 0 or at least
+    /// `data.len()`: one datagram.
+    pub fn handle_segments(&mut self, now: Instant, from: SocketAddr, data: &[u8], seg: usize) {
+        let seg = if seg == 0 { data.len().max(1) } else { seg };
+        if data.is_empty() {
+            // (Counted and dropped as malformed, as any datagram too short.)
+            self.input_one(now, from, data, false);
+        }
+        let mut pos = 0;
+        while pos < data.len() {
+            let end = (pos + seg).min(data.len());
+            self.input_one(now, from, &data[pos..end], false);
+            pos = end;
+            if pos < data.len() {
+                let msg = &mut self.msg;
+                pos += self
+                    .srd
+                    .handle_train(now, from, &data[pos..], seg, &mut |peer, payload| {
+                        msg.handle_payload(peer, payload)
+                    });
+            }
+        }
+        self.input_pending = true;
+    }
+
     /// The work `handle_datagram_batched` left for the end of its batch
     /// (nothing if no datagram came since the last call).
     pub fn end_input(&mut self, now: Instant) {

@@ -73,6 +73,9 @@ pub struct SrdStats {
     /// Of those, DATA taken as the next segment of the one before
     /// (`Srd::continuation`: not parsed, admitted or acked again).
     pub rx_continued: u64,
+    /// Of those, DATA taken in a train (`Srd::handle_train`: only the header
+    /// compared and the receive window updated).
+    pub rx_train: u64,
     /// New datagrams delivered up.
     pub rx_delivered: u64,
     /// DATA packets already received (dropped, re-acked).
