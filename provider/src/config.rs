@@ -118,6 +118,8 @@ pub struct Config {
     /// Take the segments of a coalesced datagram that continue the one
     /// before (same sender, instant, length and header but for the PSN)
     /// without parsing, admitting and acking each again (`Srd::handle_datagram`).
+    /// The message layer's shortcut for the segments of one message
+    /// (`MsgLayer::next_segment`) follows this switch too.
     /// Off only to compare with the full path (`engine_rx_continuation.rs`).
     pub rx_continuation: bool,
     /// Lower bound of the retransmission timer.

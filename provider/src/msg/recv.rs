@@ -6,7 +6,7 @@ use super::op::CompError;
 use super::MsgLayer;
 use crate::buf::UserBuf;
 use crate::dgram::PeerId;
-use crate::wire::msg::{MsgType, Packet, Repr, HEADER_LEN};
+use crate::wire::msg::{MsgType, Packet, Repr, HEADER_LEN, OFFSET_FIELD};
 
 /// Most bytes of freed bounce buffers an endpoint keeps for reuse: what 64
 /// buffers of the old 64 KiB eager limit held. With 256 KiB eager messages a
@@ -59,9 +59,104 @@ pub(crate) struct InRec {
     pub aborted: bool,
 }
 
+/// The last DATA or RDATA segment placed into a known record (`seg_placed`),
+/// for `next_segment`.
+pub(crate) struct SegMemo {
+    peer: PeerId,
+    /// Its message header as received.
+    head: [u8; HEADER_LEN],
+    /// Its record, message seq and length, and whether it is RDATA.
+    id: usize,
+    seq: u32,
+    total: usize,
+    rdata: bool,
+    /// Payload bytes, and the offset the next segment continues at.
+    len: usize,
+    next_off: usize,
+}
+
 impl<B: UserBuf> MsgLayer<B> {
     /// A datagram payload delivered by the SRD layer from `peer`.
     pub fn handle_payload(&mut self, peer: PeerId, payload: &[u8]) {
+        if self.next_segment(peer, payload) {
+            return;
+        }
+        self.seg_placed = None;
+        self.handle_payload_parsed(peer, payload);
+        let Some(id) = self.seg_placed.take().filter(|_| self.seg_shortcut) else {
+            return;
+        };
+        // What the next segment of this message will look like.
+        let Some(head) = payload.get(..HEADER_LEN) else {
+            return;
+        };
+        let Ok(repr) = Packet::new_checked(payload).and_then(|p| Repr::parse(&p)) else {
+            return;
+        };
+        let len = payload.len() - HEADER_LEN;
+        let mut h = [0u8; HEADER_LEN];
+        h.copy_from_slice(head);
+        self.seg_memo = Some(SegMemo {
+            peer,
+            head: h,
+            id,
+            seq: repr.seq,
+            total: repr.total as usize,
+            rdata: repr.ty == MsgType::RData,
+            len,
+            next_off: repr.offset as usize + len,
+        });
+    }
+
+    /// The segment after the one `seg_memo` describes, of the same length,
+    /// for a record that would still take it: placed without parsing its
+    /// header (the same bytes but for the offset, which continues the last)
+    /// or looking its record up by (peer, seq): what `handle_payload_parsed`
+    /// would do with it, checked as it would be. False: not such a segment.
+    /// A flowlet's segments of a large message are most of a stream's; this
+    /// took their cost in the message layer from about 300 to 150
+    /// instructions each (a 1 MiB stream at MTU 1500).
+    fn next_segment(&mut self, peer: PeerId, payload: &[u8]) -> bool {
+        let Some(m) = &self.seg_memo else {
+            return false;
+        };
+        if m.peer != peer || payload.len() != HEADER_LEN + m.len {
+            return false;
+        }
+        let (o0, o1) = (OFFSET_FIELD.start, OFFSET_FIELD.end);
+        let h = &payload[..HEADER_LEN];
+        let mut off = [0u8; 8];
+        off.copy_from_slice(&h[o0..o1]);
+        if u64::from_be_bytes(off) != m.next_off as u64
+            || h[..o0] != m.head[..o0]
+            || h[o1..] != m.head[o1..]
+        {
+            return false;
+        }
+        let (id, off, len, total) = (m.id, m.next_off, m.len, m.total);
+        let end = off.saturating_add(len);
+        if end > total || self.in_map.get(&(peer.0, m.seq)) != Some(&id) {
+            return false;
+        }
+        // The checks `on_rdata` and `on_msg_segment` make of a known record.
+        let takes = match self.ins.get(id) {
+            Some(r) if m.rdata => r.rndv && r.target != Target::None,
+            Some(r) => !r.rndv && r.total_bytes == total,
+            None => false,
+        };
+        if !takes {
+            return false;
+        }
+        if let Some(m) = self.seg_memo.as_mut() {
+            m.next_off = end;
+        }
+        self.rx_left = total - end;
+        self.place(id, off, &payload[HEADER_LEN..]);
+        true
+    }
+
+    /// `handle_payload` for a payload `next_segment` does not take.
+    fn handle_payload_parsed(&mut self, peer: PeerId, payload: &[u8]) {
         let pkt = match Packet::new_checked(payload) {
             Ok(p) => p,
             Err(_) => {
@@ -129,7 +224,10 @@ impl<B: UserBuf> MsgLayer<B> {
         };
         if let Some(id) = known {
             match self.ins.get(id) {
-                Some(r) if !r.rndv && !rndv && r.total_bytes == total => self.place(id, off, data),
+                Some(r) if !r.rndv && !rndv && r.total_bytes == total => {
+                    self.seg_placed = Some(id);
+                    self.place(id, off, data)
+                }
                 _ => self.stats.stray += 1,
             }
             return;

@@ -178,6 +178,7 @@ impl<B: UserBuf> MsgLayer<B> {
                     .get(id)
                     .is_some_and(|r| r.rndv && r.target != Target::None) =>
             {
+                self.seg_placed = Some(id);
                 self.place(id, off, data)
             }
             _ => self.stats.stray += 1,

@@ -50,6 +50,10 @@ mod field {
     pub const DATA: Field = 32..40;
 }
 
+/// Where the offset field sits in the header: the segments of one message
+/// have the same header but there.
+pub const OFFSET_FIELD: core::ops::Range<usize> = field::OFFSET;
+
 /// Message-layer datagram type (byte 1).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum MsgType {
