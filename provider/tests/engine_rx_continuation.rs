@@ -110,9 +110,38 @@ struct Log {
 
 /// Run the traffic on `p`, both ways at once or (`both` false) a to b
 /// only, where no data of b's carries its acks; the logs of a and b.
-/// `batched`: each step's inbox goes in through `handle_datagram_batched`
-/// and one `end_input`, as the driver hands over what one receive call got.
-fn run(p: &mut Pair, seed: u64, both: bool, batched: bool) -> (Log, Log) {
+/// How a step's inbox goes in.
+#[derive(Copy, Clone, PartialEq)]
+enum Input {
+    /// `handle_datagram` each.
+    Single,
+    /// `handle_datagram_batched` each, then one `end_input`, as the driver
+    /// hands over what one receive call got.
+    Batched,
+    /// As a GRO receive coalesces them: runs of packets of one length (the
+    /// last of a run may be shorter), at most 64, each run one datagram to
+    /// `handle_segments`; then one `end_input`.
+    Coalesced,
+}
+
+/// `pkts` as GRO would coalesce them: (bytes, segment size) per datagram.
+fn coalesce(pkts: &[Vec<u8>]) -> Vec<(Vec<u8>, usize)> {
+    let mut out: Vec<(Vec<u8>, usize, usize, bool)> = Vec::new();
+    for p in pkts {
+        match out.last_mut() {
+            Some((d, g, n, open)) if *open && *n < 64 && p.len() <= *g => {
+                d.extend_from_slice(p);
+                *n += 1;
+                // A shorter segment ends the datagram.
+                *open = p.len() == *g;
+            }
+            _ => out.push((p.clone(), p.len(), 1, true)),
+        }
+    }
+    out.into_iter().map(|(d, g, _, _)| (d, g)).collect()
+}
+
+fn run(p: &mut Pair, seed: u64, both: bool, input: Input) -> (Log, Log) {
     let (mut la, mut lb) = (Log::default(), Log::default());
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let n = SIZES.len() as u64;
@@ -162,12 +191,14 @@ fn run(p: &mut Pair, seed: u64, both: bool, batched: bool) -> (Log, Log) {
         t += 5_000;
         let now = Instant::from_nanos(t);
         for (e, from, inbox) in [(&mut p.a, p.b_addr, &to_a), (&mut p.b, p.a_addr, &to_b)] {
-            for pkt in inbox.iter() {
-                if batched {
-                    e.handle_datagram_batched(now, from, pkt);
-                } else {
-                    e.handle_datagram(now, from, pkt);
-                }
+            match input {
+                Input::Single => inbox.iter().for_each(|d| e.handle_datagram(now, from, d)),
+                Input::Batched => inbox
+                    .iter()
+                    .for_each(|d| e.handle_datagram_batched(now, from, d)),
+                Input::Coalesced => coalesce(inbox)
+                    .iter()
+                    .for_each(|(d, g)| e.handle_segments(now, from, d, *g)),
             }
             e.end_input(now);
             if e.poll_timeout().is_some_and(|x| x <= now) {
@@ -207,7 +238,7 @@ fn run(p: &mut Pair, seed: u64, both: bool, batched: bool) -> (Log, Log) {
 
 #[test]
 fn the_shortcut_changes_no_packet_and_no_completion() {
-    compare(true, false);
+    compare(true, Input::Single);
 }
 
 /// One way only: every ack b sends is a pure ACK, sent when its receive
@@ -215,7 +246,7 @@ fn the_shortcut_changes_no_packet_and_no_completion() {
 /// the shortcut counted wrong shows in the packets.
 #[test]
 fn the_shortcut_changes_no_ack_of_a_one_way_stream() {
-    compare(false, false);
+    compare(false, Input::Single);
 }
 
 /// The same with each batch handed over as the driver does it
@@ -224,17 +255,26 @@ fn the_shortcut_changes_no_ack_of_a_one_way_stream() {
 /// once per batch, and no peer can tell.
 #[test]
 fn batched_input_changes_no_packet_and_no_completion() {
-    compare(true, true);
-    compare(false, true);
+    compare(true, Input::Batched);
+    compare(false, Input::Batched);
 }
 
-fn compare(both: bool, batched: bool) {
-    let mut used = 0;
+/// And with each batch coalesced as GRO would (`handle_segments`): runs of
+/// segments go through the SRD's `handle_train` and the message layer's
+/// segment shortcut.
+#[test]
+fn coalesced_input_changes_no_packet_and_no_completion() {
+    compare(true, Input::Coalesced);
+    compare(false, Input::Coalesced);
+}
+
+fn compare(both: bool, input: Input) {
+    let (mut used, mut trains) = (0, 0);
     for seed in 1..=6u64 {
         let mut full = pair(false, seed);
         let mut fast = pair(true, seed);
-        let (fa, fb) = run(&mut full, seed, both, false);
-        let (qa, qb) = run(&mut fast, seed, both, batched);
+        let (fa, fb) = run(&mut full, seed, both, Input::Single);
+        let (qa, qb) = run(&mut fast, seed, both, input);
         let n = if both { 2 * SIZES.len() } else { SIZES.len() };
         assert_eq!(fa.done.len(), n, "seed {seed}: a did not finish");
         assert_eq!(fb.done.len(), n, "seed {seed}: b did not finish");
@@ -242,6 +282,21 @@ fn compare(both: bool, batched: bool) {
             fa.done.iter().chain(&fb.done).all(|d| !d.2),
             "seed {seed}: an operation failed"
         );
+        // Every receive holds what was sent (b sends a the 0x3c pattern, a b the 0xa5).
+        for (log, fill, side) in [(&qa, 0x3cu8, "a"), (&qb, 0xa5, "b")] {
+            for (recv, k, _, bytes) in &log.done {
+                if *recv {
+                    let len = SIZES[*k as usize];
+                    let want: Vec<u8> = (0..len)
+                        .map(|i| (i as u8).wrapping_mul(7) ^ fill ^ *k as u8)
+                        .collect();
+                    assert!(
+                        *bytes == want,
+                        "seed {seed}: {side} received wrong bytes for message {k}"
+                    );
+                }
+            }
+        }
         for (x, y, side) in [(&fa, &qa, "a"), (&fb, &qb, "b")] {
             assert_eq!(
                 x.sent.len(),
@@ -258,6 +313,7 @@ fn compare(both: bool, batched: bool) {
             let (mut u, mut v) = (x.srd_stats().clone(), y.srd_stats().clone());
             u.rx_continued = 0;
             v.rx_continued = 0;
+            v.rx_train = 0;
             assert_eq!(
                 format!("{u:?}"),
                 format!("{v:?}"),
@@ -265,6 +321,7 @@ fn compare(both: bool, batched: bool) {
             );
         }
         used += fast.a.srd_stats().rx_continued + fast.b.srd_stats().rx_continued;
+        trains += fast.a.srd_stats().rx_train + fast.b.srd_stats().rx_train;
         assert_eq!(
             full.a.srd_stats().rx_continued + full.b.srd_stats().rx_continued,
             0,
@@ -272,6 +329,11 @@ fn compare(both: bool, batched: bool) {
         );
     }
     // The shortcut must have been taken, or the comparison proves nothing.
-    println!("shortcut taken for {used} packets");
+    println!("shortcut taken for {used} packets, {trains} of them in trains");
     assert!(used > 1000, "the shortcut ran for {used} packets only");
+    if input == Input::Coalesced {
+        assert!(trains > 1000, "trains took {trains} packets only");
+    } else {
+        assert_eq!(trains, 0, "a train ran without coalesced input");
+    }
 }
