@@ -343,7 +343,7 @@ fn compare(both: bool, input: Input) {
 /// the next real one), real bytes cut at a segment size that is not
 /// theirs, real segments followed by garbage of the same size, datagrams
 /// cut short, and a flowlet one of whose later segments came first. None carries a forged header (without a job key
-/// only an on-path attacker can make one, PROTOCOL.md §9), so whatever
+/// only an on-path attacker can make one, PROTOCOL.md §11), so whatever
 /// trains they start must deliver nothing twice and nothing wrong: every
 /// message arrives once, intact, and the counters show the extra segments
 /// dropped (duplicates, malformed), not delivered.
