@@ -342,11 +342,12 @@ fn compare(both: bool, input: Input) {
 /// replays of earlier ones (their segments in order, reversed, or behind
 /// the next real one), real bytes cut at a segment size that is not
 /// theirs, real segments followed by garbage of the same size, datagrams
-/// cut short, and a flowlet one of whose later segments came first. None carries a forged header (without a job key
-/// only an on-path attacker can make one, PROTOCOL.md §11), so whatever
-/// trains they start must deliver nothing twice and nothing wrong: every
-/// message arrives once, intact, and the counters show the extra segments
-/// dropped (duplicates, malformed), not delivered.
+/// cut short, and a flowlet one of whose later segments came first. None
+/// carries a forged header (without a job key only an on-path attacker can
+/// make one, PROTOCOL.md §11), so whatever trains they start must deliver
+/// nothing twice and nothing wrong: every message arrives once, intact,
+/// and the counters show the extra segments dropped (duplicates,
+/// malformed), not delivered.
 #[test]
 fn hostile_coalesced_datagrams_deliver_nothing_wrong() {
     for seed in 1..=12u64 {
