@@ -259,6 +259,37 @@ impl Peer {
     }
 }
 
+impl Peer {
+    /// What `deliver` does for a new DATA packet `psn` with MORE, without
+    /// RETRANSMIT or ACK_NOW, once `deliver_next` found the rest done at
+    /// this instant: the window, the counters and the sender's MORE. False
+    /// (and nothing changed) unless the packet is new.
+    fn rx_lean(&mut self, psn: u32, now: Instant, ack_every: u32) -> bool {
+        if self.rx.on_packet(psn, now) != Arrival::New {
+            return false;
+        }
+        self.reclaimed = false;
+        self.trimmed = false;
+        self.answer_no = psn;
+        self.rx.count_new(ack_every, false);
+        self.rx_note_more(true, true, now);
+        true
+    }
+}
+
+/// Is `d` a datagram with the header `head` but for its PSN, which is
+/// `psn`, and a floor (the same as in `head`, `floor`) not after it? The
+/// test of `continuation` and `Srd::handle_train`.
+fn continues(head: &[u8; HEADER_LEN], psn: u32, floor: u32, d: &[u8]) -> bool {
+    let Some(h) = d.get(..HEADER_LEN) else {
+        return false;
+    };
+    h[..PSN_AT] == head[..PSN_AT]
+        && h[PSN_AT..PSN_AT + 4] == psn.to_be_bytes()
+        && h[PSN_AT + 4..] == head[PSN_AT + 4..]
+        && (floor.wrapping_sub(psn) as i32) <= 0
+}
+
 /// The latest DATA packet `handle_datagram` delivered, for `continuation`.
 pub(crate) struct RxLast {
     /// When and from where it came.
@@ -469,13 +500,8 @@ impl Srd {
         if last.at != now || last.from != from || last.len != data.len() {
             return None;
         }
-        let head = data.get(..HEADER_LEN)?;
         let psn = last.h.psn.wrapping_add(1);
-        if head[..PSN_AT] != last.head[..PSN_AT]
-            || head[PSN_AT..PSN_AT + 4] != psn.to_be_bytes()
-            || head[PSN_AT + 4..] != last.head[PSN_AT + 4..]
-            || (last.h.psn_floor.wrapping_sub(psn) as i32) > 0
-        {
+        if !continues(&last.head, psn, last.h.psn_floor, data) {
             return None;
         }
         let mut h = last.h;
@@ -544,11 +570,7 @@ impl Srd {
         let mut body = (0, 0);
         while let Some(d) = data.get(taken..taken + len) {
             let next = psn.wrapping_add(1);
-            if d[..PSN_AT] != head[..PSN_AT]
-                || d[PSN_AT..PSN_AT + 4] != next.to_be_bytes()
-                || d[PSN_AT + 4..HEADER_LEN] != head[PSN_AT + 4..]
-                || (floor.wrapping_sub(next) as i32) > 0
-            {
+            if !continues(&head, next, floor, d) {
                 break;
             }
             if !lean {
@@ -576,13 +598,9 @@ impl Srd {
             let Some(peer) = self.peers.get_mut(id.0 as usize) else {
                 break;
             };
-            if peer.rx.on_packet(next, now) != Arrival::New {
+            if !peer.rx_lean(next, now, ack_every) {
                 break;
             }
-            // As `deliver_next`, which found the rest done already.
-            peer.answer_no = next;
-            peer.rx.count_new(ack_every, false);
-            peer.rx_note_more(true, true, now);
             self.stats.rx_delivered += 1;
             self.stats.rx_packets += 1;
             self.stats.rx_continued += 1;
@@ -647,16 +665,9 @@ impl Srd {
         {
             return None;
         }
-        // (Changes nothing unless the packet is new.)
-        if peer.rx.on_packet(h.psn, now) != Arrival::New {
+        if !peer.rx_lean(h.psn, now, ack_every) {
             return None;
         }
-        // The rest as `deliver` would do it (the parts that change state).
-        peer.reclaimed = false;
-        peer.trimmed = false;
-        peer.answer_no = h.psn;
-        peer.rx.count_new(ack_every, false);
-        peer.rx_note_more(true, true, now);
         self.stats.rx_delivered += 1;
         Some(Some((id, pkt.payload_ref())))
     }
