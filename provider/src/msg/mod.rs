@@ -134,9 +134,6 @@ pub struct MsgLayer<B: UserBuf> {
     /// The last segment placed into a known record, which the next one of
     /// its message may follow (`next_segment`).
     seg_memo: Option<recv::SegMemo>,
-    /// Set by `on_rdata` and `on_msg_segment` to the record they placed a
-    /// segment into (read by `handle_payload`).
-    seg_placed: Option<usize>,
     /// `next_segment` is on (`Config::rx_continuation`).
     seg_shortcut: bool,
     /// Posted receives and unexpected messages, in order (`matching.rs`).
@@ -192,7 +189,6 @@ impl<B: UserBuf> MsgLayer<B> {
             in_map: index::InIndex::default(),
             parse_memo: crate::wire::msg::ParseMemo::default(),
             seg_memo: None,
-            seg_placed: None,
             seg_shortcut: cfg.rx_continuation,
             queues: matching::Queues::default(),
             unexp_bytes: 0,

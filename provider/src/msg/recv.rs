@@ -59,8 +59,8 @@ pub(crate) struct InRec {
     pub aborted: bool,
 }
 
-/// The last DATA or RDATA segment placed into a known record (`seg_placed`),
-/// for `next_segment`.
+/// The last DATA or RDATA segment placed into a known record, for
+/// `next_segment`.
 pub(crate) struct SegMemo {
     peer: PeerId,
     /// Its message header as received.
@@ -81,16 +81,12 @@ impl<B: UserBuf> MsgLayer<B> {
         if self.next_segment(peer, payload) {
             return;
         }
-        self.seg_placed = None;
-        self.handle_payload_parsed(peer, payload);
-        let Some(id) = self.seg_placed.take().filter(|_| self.seg_shortcut) else {
+        let placed = self.handle_payload_parsed(peer, payload);
+        let Some((id, repr)) = placed.filter(|_| self.seg_shortcut) else {
             return;
         };
         // What the next segment of this message will look like.
         let Some(head) = payload.get(..HEADER_LEN) else {
-            return;
-        };
-        let Ok(repr) = Packet::new_checked(payload).and_then(|p| Repr::parse(&p)) else {
             return;
         };
         let len = payload.len() - HEADER_LEN;
@@ -155,27 +151,29 @@ impl<B: UserBuf> MsgLayer<B> {
         true
     }
 
-    /// `handle_payload` for a payload `next_segment` does not take.
-    fn handle_payload_parsed(&mut self, peer: PeerId, payload: &[u8]) {
+    /// `handle_payload` for a payload `next_segment` does not take. Returns
+    /// the known record a DATA or RDATA segment went into, with its header
+    /// (what `next_segment` looks for next).
+    fn handle_payload_parsed(&mut self, peer: PeerId, payload: &[u8]) -> Option<(usize, Repr)> {
         let pkt = match Packet::new_checked(payload) {
             Ok(p) => p,
             Err(_) => {
                 self.stats.bad += 1;
-                return;
+                return None;
             }
         };
         let repr = match self.parse_memo.parse(&pkt) {
             Ok(r) => r,
             Err(_) => {
                 self.stats.bad += 1;
-                return;
+                return None;
             }
         };
         let data = pkt.payload();
         let (Ok(total), Ok(off)) = (usize::try_from(repr.total), usize::try_from(repr.offset))
         else {
             self.stats.bad += 1;
-            return;
+            return None;
         };
         if self.mode == crate::config::EpMode::Dgram {
             if repr.ty == MsgType::Data && off == 0 && data.len() == total {
@@ -183,19 +181,32 @@ impl<B: UserBuf> MsgLayer<B> {
             } else {
                 self.stats.bad += 1;
             }
-            return;
+            return None;
         }
         if matches!(repr.ty, MsgType::Data | MsgType::RData) {
             self.rx_left = total.saturating_sub(off.saturating_add(data.len()));
         }
-        match repr.ty {
+        let placed = match repr.ty {
             MsgType::Data | MsgType::Rts => self.on_msg_segment(peer, &repr, total, off, data),
             MsgType::RData => self.on_rdata(peer, &repr, off, data),
-            MsgType::Cts => self.on_cts(peer, repr.seq, repr.total),
-            MsgType::Abort => self.on_abort(peer, repr.seq),
-            MsgType::Credit => self.on_credit(peer, total, repr.seq),
-            _ => self.rma_on_payload(peer, &repr, data),
-        }
+            MsgType::Cts => {
+                self.on_cts(peer, repr.seq, repr.total);
+                None
+            }
+            MsgType::Abort => {
+                self.on_abort(peer, repr.seq);
+                None
+            }
+            MsgType::Credit => {
+                self.on_credit(peer, total, repr.seq);
+                None
+            }
+            _ => {
+                self.rma_on_payload(peer, &repr, data);
+                None
+            }
+        };
+        placed.map(|id| (id, repr))
     }
 
     /// A datagram payload whose RDATA bytes are already in the receive buffer
@@ -209,13 +220,21 @@ impl<B: UserBuf> MsgLayer<B> {
     }
 
     /// A DATA segment or RTS: start or continue the record of message (peer, seq).
-    fn on_msg_segment(&mut self, peer: PeerId, repr: &Repr, total: usize, off: usize, data: &[u8]) {
+    /// Returns the record of a DATA segment that continued one (for `next_segment`).
+    fn on_msg_segment(
+        &mut self,
+        peer: PeerId,
+        repr: &Repr,
+        total: usize,
+        off: usize,
+        data: &[u8],
+    ) -> Option<usize> {
         let rndv = repr.ty == MsgType::Rts;
         if !rndv && total > self.eager_limit.max(self.max_unexpected_bytes) {
             // No honest sender sends DATA this large (it must fit its eager credit);
             // refusing it keeps a bad header from allocating a huge bounce buffer.
             self.stats.bad += 1;
-            return;
+            return None;
         }
         // (An empty map, the common case, is not even hashed into.)
         let known = match self.in_map.is_empty() {
@@ -225,19 +244,19 @@ impl<B: UserBuf> MsgLayer<B> {
         if let Some(id) = known {
             match self.ins.get(id) {
                 Some(r) if !r.rndv && !rndv && r.total_bytes == total => {
-                    self.seg_placed = Some(id);
-                    self.place(id, off, data)
+                    self.place(id, off, data);
+                    return Some(id);
                 }
                 _ => self.stats.stray += 1,
             }
-            return;
+            return None;
         }
         let next = self.peer_mut(peer).next_match_seq;
         let ahead = repr.seq.wrapping_sub(next);
         if ahead >= 1 << 31 {
             // A message we finished already: the sender cannot send it again.
             self.stats.stray += 1;
-            return;
+            return None;
         }
         // A whole message next in send order (an MPI ping-pong's every
         // message) needs no index entry unless it stays (unexpected): no
@@ -274,7 +293,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 self.in_map.insert((peer.0, repr.seq), id);
             }
             self.release_in_order(peer);
-            return;
+            return None;
         }
         self.in_map.insert((peer.0, repr.seq), id);
         if ahead != 0 {
@@ -287,7 +306,7 @@ impl<B: UserBuf> MsgLayer<B> {
                 }
                 self.place(id, off, data);
             }
-            return;
+            return None;
         }
         self.peer_mut(peer).next_match_seq = next.wrapping_add(1);
         self.enter_matching(id);
@@ -297,6 +316,7 @@ impl<B: UserBuf> MsgLayer<B> {
             self.check_done(id);
         }
         self.release_in_order(peer);
+        None
     }
 
     /// Match (or skip, if aborted) held records of `peer` that are now next in send order.

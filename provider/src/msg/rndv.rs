@@ -170,7 +170,14 @@ impl<B: UserBuf> MsgLayer<B> {
 
     /// RDATA of `peer`'s message `repr.seq` at offset `off`: place it, if that
     /// message is a rendezvous one we granted (matched or discarded).
-    pub(crate) fn on_rdata(&mut self, peer: PeerId, repr: &Repr, off: usize, data: &[u8]) {
+    /// Returns its record (for `next_segment`).
+    pub(crate) fn on_rdata(
+        &mut self,
+        peer: PeerId,
+        repr: &Repr,
+        off: usize,
+        data: &[u8],
+    ) -> Option<usize> {
         match self.in_map.find((peer.0, repr.seq)) {
             Some(id)
                 if self
@@ -178,10 +185,13 @@ impl<B: UserBuf> MsgLayer<B> {
                     .get(id)
                     .is_some_and(|r| r.rndv && r.target != Target::None) =>
             {
-                self.seg_placed = Some(id);
-                self.place(id, off, data)
+                self.place(id, off, data);
+                Some(id)
             }
-            _ => self.stats.stray += 1,
+            _ => {
+                self.stats.stray += 1;
+                None
+            }
         }
     }
 
