@@ -36,7 +36,7 @@ pub struct Engine<B: UserBuf> {
     /// next `handle_timeout` (due at once) arms one. A post has no clock,
     /// and with nothing else going on no input or timer would ever arm it.
     keepalive_arm: bool,
-    /// Datagrams were handled by `handle_datagram_batched` since the last
+    /// Datagrams were handled by `handle_segments` since the last
     /// `end_input`.
     input_pending: bool,
 }
@@ -151,28 +151,20 @@ impl<B: UserBuf> Engine<B> {
         self.input(now, from, data, false);
     }
 
-    /// `handle_datagram` for one of a batch of datagrams received at once
-    /// (the segments of a coalesced one above all): what follows every input
+    /// One datagram of a batch received at once, or a coalesced one (UDP
+    /// GRO): `data` holds segments of `seg` bytes each, the last possibly
+    /// shorter, every one a datagram of its own from `from`, received at
+    /// `now` (`seg` = 0 or at least `data.len()`: one datagram). Each is
+    /// handled as by `handle_datagram`, but what follows every input
     /// (pending messages handed to the SRD, the keepalive check) waits for
     /// `end_input`, which the driver calls once after the batch, before it
-    /// transmits. Per segment of a 1 MiB stream at MTU 1500 that work cost
-    /// about 70 of the receiver's 1000 instructions, and no segment needs
-    /// it before the next: nothing leaves until the batch is handled.
-    pub fn handle_datagram_batched(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        self.input_one(now, from, data, false);
-        self.input_pending = true;
-    }
-
-    /// A coalesced datagram (UDP GRO): `data` holds segments of `seg` bytes
-    /// each, the last possibly shorter, every one a datagram of its own
-    /// from `from`, received at `now`; handled as `handle_datagram_batched`
-    /// handles each (call `end_input` after the batch), but a run of
-    /// segments that continue the one before (a flowlet's packets: the
-    /// same header but for the PSN, and the message header but for the
-    /// offset) goes through the SRD's `handle_train` and the message
-    /// layer's segment shortcut, which check each against the one before
-    /// instead of parsing and admitting it anew. `seg` = 0 or at least
-    /// `data.len()`: one datagram.
+    /// transmits: per segment of a 1 MiB stream at MTU 1500 that work cost
+    /// about 70 of the receiver's 1000 instructions, and nothing leaves
+    /// until the batch is handled. A run of segments that continue the one
+    /// before (a flowlet's packets: the same header but for the PSN, and
+    /// the message header but for the offset) goes through the SRD's
+    /// `handle_train` and the message layer's segment shortcut, which check
+    /// each against the one before instead of parsing and admitting it anew.
     pub fn handle_segments(&mut self, now: Instant, from: SocketAddr, data: &[u8], seg: usize) {
         let seg = if seg == 0 { data.len().max(1) } else { seg };
         if data.is_empty() {
@@ -196,7 +188,7 @@ impl<B: UserBuf> Engine<B> {
         self.input_pending = true;
     }
 
-    /// The work `handle_datagram_batched` left for the end of its batch
+    /// The work `handle_segments` left for the end of its batch
     /// (nothing if no datagram came since the last call).
     pub fn end_input(&mut self, now: Instant) {
         if core::mem::take(&mut self.input_pending) {
