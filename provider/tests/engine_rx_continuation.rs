@@ -12,6 +12,7 @@
 use core::net::SocketAddr;
 
 use spray::msg::{CompKind, RecvFlags, RecvOp, SendOp};
+use spray::sim::gro::coalesce;
 use spray::time::Instant;
 use spray::{Config, Engine, EpMode, PeerId};
 
@@ -115,30 +116,13 @@ struct Log {
 enum Input {
     /// `handle_datagram` each.
     Single,
-    /// `handle_datagram_batched` each, then one `end_input`, as the driver
-    /// hands over what one receive call got.
+    /// `handle_segments` each, as one datagram, then one `end_input`, as
+    /// the driver hands over what one receive call got.
     Batched,
     /// As a GRO receive coalesces them: runs of packets of one length (the
     /// last of a run may be shorter), at most 64, each run one datagram to
     /// `handle_segments`; then one `end_input`.
     Coalesced,
-}
-
-/// `pkts` as GRO would coalesce them: (bytes, segment size) per datagram.
-fn coalesce(pkts: &[Vec<u8>]) -> Vec<(Vec<u8>, usize)> {
-    let mut out: Vec<(Vec<u8>, usize, usize, bool)> = Vec::new();
-    for p in pkts {
-        match out.last_mut() {
-            Some((d, g, n, open)) if *open && *n < 64 && p.len() <= *g => {
-                d.extend_from_slice(p);
-                *n += 1;
-                // A shorter segment ends the datagram.
-                *open = p.len() == *g;
-            }
-            _ => out.push((p.clone(), p.len(), 1, true)),
-        }
-    }
-    out.into_iter().map(|(d, g, _, _)| (d, g)).collect()
 }
 
 fn run(p: &mut Pair, seed: u64, both: bool, input: Input) -> (Log, Log) {
@@ -195,8 +179,8 @@ fn run(p: &mut Pair, seed: u64, both: bool, input: Input) -> (Log, Log) {
                 Input::Single => inbox.iter().for_each(|d| e.handle_datagram(now, from, d)),
                 Input::Batched => inbox
                     .iter()
-                    .for_each(|d| e.handle_datagram_batched(now, from, d)),
-                Input::Coalesced => coalesce(inbox)
+                    .for_each(|d| e.handle_segments(now, from, d, 0)),
+                Input::Coalesced => coalesce(inbox.iter().map(|d| d.as_slice()))
                     .iter()
                     .for_each(|(d, g)| e.handle_segments(now, from, d, *g)),
             }
@@ -250,7 +234,7 @@ fn the_shortcut_changes_no_ack_of_a_one_way_stream() {
 }
 
 /// The same with each batch handed over as the driver does it
-/// (`handle_datagram_batched`, then `end_input`): what every input is
+/// (`handle_segments`, one datagram each, then `end_input`): what every input is
 /// followed by (pending messages handed down, the keepalive check) runs
 /// once per batch, and no peer can tell.
 #[test]
@@ -385,7 +369,7 @@ fn hostile_coalesced_datagrams_deliver_nothing_wrong() {
             t += 5_000;
             let now = Instant::from_nanos(t);
             let out = drain(&mut p.a, now);
-            for (d, g) in coalesce(&out) {
+            for (d, g) in coalesce(out.iter().map(|d| d.as_slice())) {
                 // One of its later segments ahead of it, now and then (as a
                 // resend on another path would come): its train must stop
                 // there and count it a duplicate.

@@ -11,6 +11,7 @@ use core::net::SocketAddr;
 use std::time::Instant as Wall;
 
 use spray::msg::{CompKind, RecvFlags, RecvOp, SendOp};
+use spray::sim::gro::coalesce;
 use spray::time::Instant;
 use spray::{Config, Engine, EpMode, PeerId};
 
@@ -205,27 +206,6 @@ fn sender_flush(a: &mut Engine<Vec<u8>>, now: Instant, slots: &mut [(Vec<u8>, us
     n
 }
 
-/// The sender's packets of one flush as a GRO receive hands them over:
-/// runs of packets of one length (the last of a run may be shorter), at
-/// most 64, each run one datagram of (bytes, segment size), in `out`.
-fn coalesce(batch: &[(Vec<u8>, usize)], out: &mut Vec<(Vec<u8>, usize)>) {
-    out.clear();
-    let mut open = false;
-    for (p, len) in batch {
-        let p = &p[..*len];
-        match out.last_mut() {
-            Some((d, g)) if open && d.len() / *g < 64 && p.len() <= *g => {
-                d.extend_from_slice(p);
-                open = p.len() == *g;
-            }
-            _ => {
-                out.push((p.to_vec(), p.len()));
-                open = true;
-            }
-        }
-    }
-}
-
 /// The receiver's step: the sender's packets in (coalesced, as the driver
 /// hands them over), its own (acks) out.
 #[inline(never)]
@@ -283,7 +263,6 @@ fn bulk_transfer_cost_per_packet() {
     // The sender's packets of one flush (as the driver's slots).
     let mut slots: Vec<(Vec<u8>, usize)> = (0..64).map(|_| (vec![0u8; 65536], 0)).collect();
     let mut back = Vec::new();
-    let mut coalesced = Vec::new();
     let (mut ta, mut tb) = (0u128, 0u128);
     let mut data = 0u64;
     let mut t = 1_000_000u64;
@@ -320,7 +299,7 @@ fn bulk_transfer_cost_per_packet() {
             let w = Wall::now();
             let n = sender_flush(&mut a, now, &mut slots);
             let ea = w.elapsed().as_nanos();
-            coalesce(&slots[..n], &mut coalesced);
+            let coalesced = coalesce(slots[..n].iter().map(|(p, len)| &p[..*len]));
             let w = Wall::now();
             receiver_step(&mut b, now, a_addr, &coalesced, &mut wire, &mut back);
             let eb = w.elapsed().as_nanos();

@@ -16,6 +16,7 @@
 
 pub mod check;
 pub mod forge;
+pub mod gro;
 mod link;
 mod node;
 
