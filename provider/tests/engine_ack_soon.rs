@@ -280,3 +280,113 @@ fn a_later_answer_learns_to_carry_the_ack() {
         "{times:?}"
     );
 }
+
+/// Everything `e` sends at `now`, each packet's bytes.
+fn drain(e: &mut Node, now: Instant) -> Vec<Vec<u8>> {
+    let mut buf = vec![0u8; 65536];
+    let mut out = Vec::new();
+    while let Some(t) = e.poll_transmit(now, &mut buf) {
+        out.push(buf[..t.len].to_vec());
+    }
+    out
+}
+
+/// `pkts` into `e` as one receive call of the driver hands them over:
+/// coalesced as GRO returns them, then `end_input`.
+fn deliver(e: &mut Node, now: Instant, from: core::net::SocketAddr, pkts: &[Vec<u8>]) {
+    for (d, seg) in spray::sim::gro::coalesce(pkts.iter().map(|p| &p[..])) {
+        e.handle_segments(now, from, &d, seg);
+    }
+    e.end_input(now);
+}
+
+/// Pure ACKs the two engines send in a ping-pong of `len`-byte messages at
+/// MTU 1500 over a wire that hands each side the other's whole flush in
+/// one receive call (a message of 48 packets arrives at once, as GRO gives
+/// it to the provider), both sides answering at once; rounds after the
+/// first. Each round waits for the pong and for the ping's send completion
+/// (which the pong's ack gives); the pong's send completes on the next
+/// ping's ack.
+fn whole_message_ping_pong_acks(len: usize, rounds: u64) -> u64 {
+    let engine = |i: usize| {
+        let mut c = Config::new(EpMode::Rdm, addr(i));
+        c.max_datagram = 1472;
+        c.nonce = 900 + i as u64;
+        Engine::new(c)
+    };
+    let mut e: [Node; 2] = [engine(0), engine(1)];
+    let peers = [e[0].peer(addr(1)), e[1].peer(addr(0))];
+    let mut t = 1_000_000u64;
+    let acks = |e: &[Node; 2]| e[0].srd_stats().tx_acks + e[1].srd_stats().tx_acks;
+    let mut before = 0;
+    // Completions so far: [sends, receives] per node.
+    let mut done = [[0u64; 2]; 2];
+    let mut steps = 0;
+    // One step: node `from`'s flush to the other, the other's answer back.
+    let mut step = |e: &mut [Node; 2], from: usize, done: &mut [[u64; 2]; 2]| {
+        t += 1_000;
+        let now = Instant::from_nanos(t);
+        let to = 1 - from;
+        for n in e.iter_mut() {
+            if n.poll_timeout().is_some_and(|x| x <= now) {
+                n.handle_timeout(now);
+            }
+        }
+        let pkts = drain(&mut e[from], now);
+        deliver(&mut e[to], now, addr(from), &pkts);
+        let back = drain(&mut e[to], now);
+        deliver(&mut e[from], now, addr(to), &back);
+        for (i, n) in e.iter_mut().enumerate() {
+            while let Some(c) = n.poll_completion() {
+                assert!(c.error.is_none(), "{c:?}");
+                let k = usize::from(c.kind != spray::msg::CompKind::Send);
+                done[i][k] += 1;
+            }
+        }
+    };
+    for r in 0..rounds {
+        if r == 1 {
+            before = acks(&e);
+        }
+        // Ping: 0 -> 1; node 1 answers as soon as it has it.
+        recv(&mut e[1], peers[1], len, r);
+        send(&mut e[0], peers[0], len, r);
+        while done[1][1] <= r {
+            step(&mut e, 0, &mut done);
+            steps += 1;
+            assert!(steps < 100_000, "round {r}: the ping stalled");
+        }
+        recv(&mut e[0], peers[0], len, r);
+        send(&mut e[1], peers[1], len, r);
+        while done[0][1] <= r || done[0][0] <= r {
+            step(&mut e, 1, &mut done);
+            steps += 1;
+            assert!(steps < 100_000, "round {r}: the pong stalled");
+        }
+    }
+    acks(&e) - before
+}
+
+/// A message that arrives whole in one receive call (64 KiB: 48 packets
+/// at MTU 1500, more than `ack_every`) is acknowledged once, by the reply:
+/// no pure ACK leaves between its arrival and its completion, where it
+/// cost the receiver a send call (about 5 us of each hop of an MPI
+/// ping-pong of 64 KiB across two hosts). Larger than the initial window
+/// (64 packets), a message arrives in parts, and the sender needs the acks
+/// of the first to send the rest: those still go at once.
+#[test]
+fn a_message_that_arrives_whole_is_acked_by_the_reply() {
+    let rounds = 20;
+    for len in [4096, 20_000, 65536, 80_000] {
+        let acks = whole_message_ping_pong_acks(len, rounds);
+        println!(
+            "ping-pong of {len} B arriving whole: {acks} pure acks in {} rounds",
+            rounds - 1
+        );
+        assert!(
+            acks <= 2,
+            "{len} B: {acks} pure acks in {} rounds",
+            rounds - 1
+        );
+    }
+}

@@ -271,7 +271,7 @@ impl Peer {
         self.reclaimed = false;
         self.trimmed = false;
         self.answer_no = psn;
-        self.rx.count_new(ack_every, false);
+        self.rx.count_new(ack_every, false, true);
         self.rx_note_more(true, true, now);
         true
     }
@@ -824,8 +824,11 @@ impl Srd {
                     Arrival::New => {
                         let was_active = peer.rx_active(now);
                         peer.rx_last_data = Some(now);
-                        peer.rx
-                            .count_new(ctx.p.ack_every, h.flags & flags::ACK_NOW != 0);
+                        peer.rx.count_new(
+                            ctx.p.ack_every,
+                            h.flags & flags::ACK_NOW != 0,
+                            h.flags & flags::MORE != 0,
+                        );
                         // The last packet its sender had queued: it may wait
                         // on this ack to complete a send, so hold it only
                         // `ack_soon` (a prompt reply still carries it). Not

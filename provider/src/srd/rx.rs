@@ -35,8 +35,19 @@ pub struct Rx {
     recent_reported: bool,
     /// Data packets received since the last ack we sent.
     pub unacked: u32,
-    /// An ack must go out at once (gap, duplicate, request, `ack_every`).
+    /// An ack must go out at once (gap, duplicate, request).
     pub ack_now: bool,
+    /// `ack_every` packets arrived unacknowledged: an ack is due at once,
+    /// unless the latest packet ended its sender's queue (`ended`).
+    pub count_due: bool,
+    /// The latest new DATA packet had no MORE: its sender had nothing
+    /// queued behind it, so it waits for no window an ack would open, only
+    /// for the ack that completes its sends, which the reply hold
+    /// (`Peer::reply_hold`) sends or a reply carries. A message that
+    /// arrived whole (a ping-pong of 48 packets at MTU 1500) is then acked
+    /// once, not also by a pure ACK between its receive and its
+    /// completion, a send call on the way to the application's reply.
+    pub ended: bool,
     /// New data packets received in this session (saturating): a young
     /// sender's credit ramps up with it.
     pub received: u32,
@@ -58,6 +69,8 @@ impl Rx {
             recent_reported: false,
             unacked: 0,
             ack_now: false,
+            count_due: false,
+            ended: false,
             received: 0,
         }
     }
@@ -128,14 +141,25 @@ impl Rx {
         Arrival::New
     }
 
-    /// A new data packet was delivered: count it, and ask for an ack at once
-    /// after `ack_every` unacked ones or when the sender asked (`ack_asked`).
-    pub fn count_new(&mut self, ack_every: u32, ack_asked: bool) {
+    /// A new data packet was delivered (`more`: its MORE flag): count it,
+    /// and ask for an ack at once when the sender asked (`ack_asked`), or
+    /// after `ack_every` unacked ones unless the sender's queue ended here
+    /// (see `ended`).
+    pub fn count_new(&mut self, ack_every: u32, ack_asked: bool, more: bool) {
         self.unacked += 1;
         self.received = self.received.saturating_add(1);
-        if self.unacked >= ack_every || ack_asked {
+        self.ended = !more;
+        if ack_asked {
             self.ack_now = true;
         }
+        if self.unacked >= ack_every {
+            self.count_due = true;
+        }
+    }
+
+    /// Must an ack go out at once (before its timer)?
+    pub fn ack_due_now(&self) -> bool {
+        self.ack_now || (self.count_due && !self.ended)
     }
 
     /// Would `advance_floor(floor)` leave the window as it is?
@@ -246,6 +270,31 @@ impl Default for Rx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn count_ack_waits_when_the_senders_queue_ended() {
+        let mut rx = Rx::new();
+        let t = Instant::ZERO;
+        for psn in 0..16 {
+            assert_eq!(rx.on_packet(psn, t), Arrival::New);
+            rx.count_new(16, false, true);
+        }
+        assert!(rx.ack_due_now(), "16 unacked with more behind: at once");
+        // The sender's last queued packet: its ack waits for a reply or
+        // the hold, even with 17 unacked.
+        assert_eq!(rx.on_packet(16, t), Arrival::New);
+        rx.count_new(16, false, false);
+        assert!(!rx.ack_due_now(), "the queue ended: no ack at once");
+        // New data with more behind: the count applies again.
+        assert_eq!(rx.on_packet(17, t), Arrival::New);
+        rx.count_new(16, false, true);
+        assert!(rx.ack_due_now());
+        // A request is honoured whatever the queue.
+        let mut rx = Rx::new();
+        assert_eq!(rx.on_packet(0, t), Arrival::New);
+        rx.count_new(16, true, false);
+        assert!(rx.ack_due_now(), "ACK_NOW asks at once");
+    }
 
     #[test]
     fn window_basics() {

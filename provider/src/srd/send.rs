@@ -42,6 +42,7 @@ impl Peer {
             return None;
         }
         self.rx.unacked = 0;
+        self.rx.count_due = false;
         // A piggybacked ack reports 64 PSNs; if the window spans more, a
         // complete pure ACK must follow so no received packet goes unreported.
         self.rx.ack_now = !full && self.rx.span() > 64;
@@ -308,7 +309,7 @@ impl Peer {
         }
         self.arm_credit_probe(ctx, now);
         let due = self.timers.due(Timer::Ack, now);
-        if self.rx.any && (self.rx.ack_now || due || self.rx.unacked >= ctx.p.ack_every) {
+        if self.rx.any && (self.rx.ack_due_now() || due) {
             return self.pure_ack(ctx, now, buf);
         }
         None
