@@ -159,3 +159,36 @@ fn room_by_rate_is_the_cap_without_division() {
         );
     }
 }
+
+/// `median_srtt` takes the (n / 2)-th smallest of the sampled, not bad
+/// paths' RTTs, by insertion for small sets and by selection for larger
+/// ones: both agree with a sort, ties and unsampled paths included.
+#[test]
+fn median_agrees_with_a_sort() {
+    let mut rng = crate::rng::Rng::new(11);
+    for n in [1u8, 2, 3, 4, 7, 16, 17, 40, 64] {
+        for _ in 0..200 {
+            let mut s = PathSet::new(n);
+            let mut want = Vec::new();
+            for p in &mut s.paths {
+                // Few distinct values: ties; some paths unsampled or bad.
+                let r = rng.next_u64();
+                match r % 8 {
+                    0 => {}
+                    1 => {
+                        p.on_rtt(10 * US, true);
+                        p.health = Health::Bad;
+                    }
+                    _ => {
+                        let rtt = (1 + (r >> 8) % 6) * 10 * US;
+                        p.on_rtt(rtt, true);
+                        want.push(p.srtt_ns);
+                    }
+                }
+            }
+            want.sort_unstable();
+            let expect = (!want.is_empty()).then(|| want[want.len() / 2]);
+            assert_eq!(s.median_srtt(), expect, "{n} paths: {want:?}");
+        }
+    }
+}
