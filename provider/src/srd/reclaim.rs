@@ -96,7 +96,6 @@ impl Srd {
                 self.peers[i].rx = old.rx;
                 self.peers[i].rx.unacked = 0;
                 self.peers[i].rx.ack_now = false;
-                self.peers[i].rx.count_due = false;
                 // No path records until it is used again (`PathSet::ensure`).
                 self.peers[i].paths.release();
                 self.stats.peers_reclaimed += 1;

@@ -264,14 +264,14 @@ impl Peer {
     /// RETRANSMIT or ACK_NOW, once `deliver_next` found the rest done at
     /// this instant: the window, the counters and the sender's MORE. False
     /// (and nothing changed) unless the packet is new.
-    fn rx_lean(&mut self, psn: u32, now: Instant, ack_every: u32) -> bool {
+    fn rx_lean(&mut self, psn: u32, now: Instant) -> bool {
         if self.rx.on_packet(psn, now) != Arrival::New {
             return false;
         }
         self.reclaimed = false;
         self.trimmed = false;
         self.answer_no = psn;
-        self.rx.count_new(ack_every, false, true);
+        self.rx.count_new(false, true);
         self.rx_note_more(true, true, now);
         true
     }
@@ -594,11 +594,10 @@ impl Srd {
                 f(id, payload);
                 continue;
             }
-            let ack_every = self.p.ack_every;
             let Some(peer) = self.peers.get_mut(id.0 as usize) else {
                 break;
             };
-            if !peer.rx_lean(next, now, ack_every) {
+            if !peer.rx_lean(next, now) {
                 break;
             }
             self.stats.rx_delivered += 1;
@@ -650,7 +649,6 @@ impl Srd {
         {
             return None;
         }
-        let ack_every = self.p.ack_every;
         let peer = self.peers.get_mut(id.0 as usize)?;
         let held = peer
             .timers
@@ -665,7 +663,7 @@ impl Srd {
         {
             return None;
         }
-        if !peer.rx_lean(h.psn, now, ack_every) {
+        if !peer.rx_lean(h.psn, now) {
             return None;
         }
         self.stats.rx_delivered += 1;
@@ -824,11 +822,8 @@ impl Srd {
                     Arrival::New => {
                         let was_active = peer.rx_active(now);
                         peer.rx_last_data = Some(now);
-                        peer.rx.count_new(
-                            ctx.p.ack_every,
-                            h.flags & flags::ACK_NOW != 0,
-                            h.flags & flags::MORE != 0,
-                        );
+                        peer.rx
+                            .count_new(h.flags & flags::ACK_NOW != 0, h.flags & flags::MORE != 0);
                         // The last packet its sender had queued: it may wait
                         // on this ack to complete a send, so hold it only
                         // `ack_soon` (a prompt reply still carries it). Not

@@ -37,9 +37,6 @@ pub struct Rx {
     pub unacked: u32,
     /// An ack must go out at once (gap, duplicate, request).
     pub ack_now: bool,
-    /// `ack_every` packets arrived unacknowledged: an ack is due at once,
-    /// unless the latest packet ended its sender's queue (`ended`).
-    pub count_due: bool,
     /// The latest new DATA packet had no MORE: its sender had nothing
     /// queued behind it, so it waits for no window an ack would open, only
     /// for the ack that completes its sends, which the reply hold
@@ -69,7 +66,6 @@ impl Rx {
             recent_reported: false,
             unacked: 0,
             ack_now: false,
-            count_due: false,
             ended: false,
             received: 0,
         }
@@ -142,24 +138,21 @@ impl Rx {
     }
 
     /// A new data packet was delivered (`more`: its MORE flag): count it,
-    /// and ask for an ack at once when the sender asked (`ack_asked`), or
-    /// after `ack_every` unacked ones unless the sender's queue ended here
-    /// (see `ended`).
-    pub fn count_new(&mut self, ack_every: u32, ack_asked: bool, more: bool) {
+    /// and ask for an ack at once when the sender asked (`ack_asked`).
+    pub fn count_new(&mut self, ack_asked: bool, more: bool) {
         self.unacked += 1;
         self.received = self.received.saturating_add(1);
         self.ended = !more;
         if ack_asked {
             self.ack_now = true;
         }
-        if self.unacked >= ack_every {
-            self.count_due = true;
-        }
     }
 
-    /// Must an ack go out at once (before its timer)?
-    pub fn ack_due_now(&self) -> bool {
-        self.ack_now || (self.count_due && !self.ended)
+    /// Must an ack go out at once (before its timer)? On a gap, duplicate
+    /// or request (`ack_now`), and after `ack_every` unacked packets unless
+    /// the sender's queue ended with the latest (`ended`).
+    pub fn ack_due_now(&self, ack_every: u32) -> bool {
+        self.ack_now || (self.unacked >= ack_every && !self.ended)
     }
 
     /// Would `advance_floor(floor)` leave the window as it is?
@@ -277,23 +270,23 @@ mod tests {
         let t = Instant::ZERO;
         for psn in 0..16 {
             assert_eq!(rx.on_packet(psn, t), Arrival::New);
-            rx.count_new(16, false, true);
+            rx.count_new(false, true);
         }
-        assert!(rx.ack_due_now(), "16 unacked with more behind: at once");
+        assert!(rx.ack_due_now(16), "16 unacked with more behind: at once");
         // The sender's last queued packet: its ack waits for a reply or
         // the hold, even with 17 unacked.
         assert_eq!(rx.on_packet(16, t), Arrival::New);
-        rx.count_new(16, false, false);
-        assert!(!rx.ack_due_now(), "the queue ended: no ack at once");
+        rx.count_new(false, false);
+        assert!(!rx.ack_due_now(16), "the queue ended: no ack at once");
         // New data with more behind: the count applies again.
         assert_eq!(rx.on_packet(17, t), Arrival::New);
-        rx.count_new(16, false, true);
-        assert!(rx.ack_due_now());
+        rx.count_new(false, true);
+        assert!(rx.ack_due_now(16));
         // A request is honoured whatever the queue.
         let mut rx = Rx::new();
         assert_eq!(rx.on_packet(0, t), Arrival::New);
-        rx.count_new(16, true, false);
-        assert!(rx.ack_due_now(), "ACK_NOW asks at once");
+        rx.count_new(true, false);
+        assert!(rx.ack_due_now(16), "ACK_NOW asks at once");
     }
 
     #[test]

@@ -42,7 +42,6 @@ impl Peer {
             return None;
         }
         self.rx.unacked = 0;
-        self.rx.count_due = false;
         // A piggybacked ack reports 64 PSNs; if the window spans more, a
         // complete pure ACK must follow so no received packet goes unreported.
         self.rx.ack_now = !full && self.rx.span() > 64;
@@ -309,7 +308,7 @@ impl Peer {
         }
         self.arm_credit_probe(ctx, now);
         let due = self.timers.due(Timer::Ack, now);
-        if self.rx.any && (self.rx.ack_due_now() || due) {
+        if self.rx.any && (self.rx.ack_due_now(ctx.p.ack_every) || due) {
             return self.pure_ack(ctx, now, buf);
         }
         None
