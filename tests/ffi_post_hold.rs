@@ -149,6 +149,13 @@ fn small_sends_posted_back_to_back_leave_together() {
     // Read once per process, at the first endpoint's close.
     let file = std::env::temp_dir().join(format!("spray-hold-{}.json", std::process::id()));
     std::env::set_var("FI_SPRAY_STATS", &file);
+    // The widest gap (1 ms), not the default 5 us: a test thread descheduled
+    // for more than the gap between two posts ends the burst there, which
+    // is right, but made this count depend on the machine's load (14 of 31
+    // once in CI). The gap itself is unit-tested in `ffi/ep/hold.rs`; the
+    // assist's 200 us bound may still flush part of a burst, and the rest
+    // is held again behind it.
+    std::env::set_var("FI_SPRAY_POST_HOLD_US", "1000");
     burst(32);
     std::env::set_var("FI_SPRAY_POST_HOLD_US", "0");
     burst(32);
