@@ -565,12 +565,32 @@ impl Srd {
         )
     }
 
-    /// Most datagrams queued + outstanding per peer before `send` blocks.
-    fn queue_limit(&self, p: &Peer) -> u32 {
+    /// May peer `p` take one more datagram (queued + outstanding) before
+    /// `send` blocks? Its limit is 4 windows of packets, within 64 and the
+    /// ring (`queue_limit`).
+    fn below_queue_limit(&self, p: &Peer) -> bool {
         use cc::Controller;
-        let win_pkts = p.cc.window() / self.p.max_payload as u64;
-        (4 * win_pkts).clamp(64, u64::from(tx::WINDOW - 1)) as u32
+        below_queue_limit(p.tx.outstanding(), p.cc.window(), self.p.max_payload as u64)
     }
+}
+
+/// Most datagrams queued + outstanding per peer before `send` blocks, with
+/// a congestion window of `window` bytes and packets of `max_payload`: 4
+/// windows of packets, within 64 and the ring. (`below_queue_limit` is what
+/// runs: this one is its specification.)
+#[cfg(test)]
+fn queue_limit(window: u64, max_payload: u64) -> u32 {
+    let win_pkts = window / max_payload.max(1);
+    (4 * win_pkts).clamp(64, u64::from(tx::WINDOW - 1)) as u32
+}
+
+/// `outstanding < queue_limit(window, max_payload)`, without its division
+/// (two per packet queued, a tenth of the sender's time in `queue` and
+/// `can_send`): o < 4 x floor(w / m) holds exactly when
+/// ceil((o + 1) / 4) x m <= w.
+fn below_queue_limit(outstanding: u32, window: u64, max_payload: u64) -> bool {
+    let o = u64::from(outstanding);
+    o < 64 || (o < u64::from(tx::WINDOW - 1) && (o + 4) / 4 * max_payload.max(1) <= window)
 }
 
 impl Datagrams for Srd {
@@ -580,7 +600,7 @@ impl Datagrams for Srd {
 
     fn can_send(&self, peer: PeerId) -> bool {
         match self.peers.get(peer.0 as usize) {
-            Some(p) => p.tx.outstanding() < self.queue_limit(p),
+            Some(p) => self.below_queue_limit(p),
             None => false,
         }
     }
@@ -636,7 +656,7 @@ impl Srd {
         let Some(p) = self.peers.get(i) else {
             return Err(SendError::BadPeer);
         };
-        if p.tx.outstanding() >= self.queue_limit(p) {
+        if !self.below_queue_limit(p) {
             return Err(SendError::WouldBlock);
         }
         let mut buf = if head_len > tx::HEAD_INLINE {
@@ -676,5 +696,28 @@ impl Srd {
         peer.tx.next_psn = psn.wrapping_add(1);
         self.queued_total += 1;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod queue_limit_tests {
+    use super::{below_queue_limit, queue_limit};
+
+    #[test]
+    fn the_limit_test_agrees_with_the_division() {
+        for m in [1u64, 7, 1376, 1416, 8900, 65_000] {
+            for w in (0..40u64)
+                .map(|k| k * m / 3)
+                .chain([u64::MAX / 8, 123_456_789])
+            {
+                for o in (0..200u32).chain(4000..4100) {
+                    assert_eq!(
+                        below_queue_limit(o, w, m),
+                        o < queue_limit(w, m),
+                        "outstanding {o}, window {w}, max payload {m}"
+                    );
+                }
+            }
+        }
     }
 }

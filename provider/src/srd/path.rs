@@ -195,7 +195,13 @@ impl Path {
     pub fn on_delivered(&mut self, now: Instant, bytes: u64) {
         self.acked += 1;
         self.acked_bytes += bytes;
-        self.pkt_bytes = (self.acked_bytes / self.acked).max(1);
+        // The mean packet size. Where every packet so far had the size of
+        // this one (a bulk flow), it is that size: no division per ack.
+        let uniform = bytes == self.pkt_bytes
+            && self.pkt_bytes.checked_mul(self.acked - 1) == Some(self.acked_bytes - bytes);
+        if !uniform {
+            self.pkt_bytes = (self.acked_bytes / self.acked).max(1);
+        }
         let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
         let idle = now.saturating_since(self.last_acked_at).as_nanos() as u64;
         self.last_acked_at = now;

@@ -165,6 +165,10 @@ pub struct Peer {
     pub backlog: bool,
     /// Pacing tokens, bytes (may go negative by one packet).
     pub pacing_tokens: i64,
+    /// The last `flowlet_packets` result and the pacing rate it was for
+    /// (rate, packets): it changes with the rate, on acks, and was a
+    /// division per packet sent.
+    pub flowlet_memo: (u64, u32),
     /// When the tokens were last refilled.
     pub pacing_at: Instant,
     /// Sender: a credit probe (PROBE with MORE) must go out: we hold data,
@@ -277,6 +281,7 @@ impl Peer {
             last_data_sent: Instant::ZERO,
             backlog: false,
             pacing_tokens: 0,
+            flowlet_memo: (0, 1),
             pacing_at: Instant::ZERO,
             credit_probe_due: false,
             credit_probes: 0,

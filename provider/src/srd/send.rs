@@ -19,7 +19,7 @@ const FIRST_FLIGHT_QUIET_NS: u64 = 1_000_000;
 const FLOWLET_NS: u64 = 100_000;
 /// Flowlets shorter than this are single packets, bytes (a pacing rate
 /// below about 1.8 Gbit/s).
-const FLOWLET_MIN_BYTES: u128 = 22_000;
+const FLOWLET_MIN_BYTES: u64 = 22_000;
 /// A burst that starts while nothing is in flight (an application's message
 /// after a pause: a ping-pong, an MPI exchange) goes on one proven path in
 /// flowlets of at least this many bytes (whole packets: 12 at MTU 1500, 2 at
@@ -174,6 +174,12 @@ impl Peer {
         let rate = self.cc.pacing_rate()?.max(1);
         let burst = (16 * mss).max(rate / 10_000) as i64; // 16 packets or 100 µs
         let elapsed = now.saturating_since(self.pacing_at).as_nanos() as u64;
+        if elapsed == 0 && (0..burst).contains(&self.pacing_tokens) {
+            // The packets of one flush after the first (same instant): no
+            // time passed, so the branch below would add nothing and move
+            // nothing, at the cost of two divisions.
+            return None;
+        }
         let add = mul_div(elapsed, rate, 1_000_000_000);
         if self.pacing_tokens as i128 + add as i128 >= burst as i128 {
             self.pacing_tokens = burst;
@@ -243,17 +249,29 @@ impl Peer {
     /// the peer's whole rate while the path drains at its share of it: at
     /// 100 Mbit/s per path, a 64 KiB flowlet would fill a 64 KiB switch
     /// buffer, and a slow or young flow sprays packet by packet.
-    fn flowlet_packets(&self, p: &Params) -> u32 {
+    fn flowlet_packets(&mut self, p: &Params) -> u32 {
         let Some(rate) = self.cc.pacing_rate() else {
             return 1;
         };
-        let bytes = mul_div(rate, FLOWLET_NS, 1_000_000_000);
+        if self.flowlet_memo.0 == rate {
+            return self.flowlet_memo.1;
+        }
+        let n = Self::flowlet_packets_at(rate, p);
+        self.flowlet_memo = (rate, n);
+        n
+    }
+
+    /// `flowlet_packets` at pacing rate `rate` (bytes/s, > 0).
+    fn flowlet_packets_at(rate: u64, p: &Params) -> u32 {
+        // rate x FLOWLET_NS / 1 s, exactly (FLOWLET_NS divides 1 s), in
+        // 64 bits: this runs for every packet.
+        let bytes = rate / (1_000_000_000 / FLOWLET_NS);
         // A slow flow sprays packet by packet: there a flowlet saves little
         // CPU and only queues on paths slower than the host.
         if bytes < FLOWLET_MIN_BYTES {
             return 1;
         }
-        (bytes / p.max_payload.max(1) as u128).clamp(1, u128::from(p.flowlet)) as u32
+        (bytes / p.max_payload.max(1) as u64).clamp(1, u64::from(p.flowlet)) as u32
     }
 
     /// The next packet for this peer, written into `buf`, in order of
