@@ -15,13 +15,6 @@ use spray::sim::gro::coalesce;
 use spray::time::Instant;
 use spray::{Config, Engine, EpMode, PeerId};
 
-fn engine(port: u16, nonce: u64) -> (Engine<Vec<u8>>, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut cfg = Config::new(EpMode::Rdm, addr);
-    cfg.nonce = nonce;
-    (Engine::new(cfg), addr)
-}
-
 /// `SPRAY_SPEED_BATCH` (rounds or messages, e.g. small under valgrind), else
 /// `debug` or `release` by build.
 fn speed_batch(debug: u64, release: u64) -> u64 {
@@ -108,11 +101,27 @@ fn expect(e: &mut Engine<Vec<u8>>, pool: &mut Pool, kind: CompKind, r: u64) {
 }
 
 #[test]
+fn tagged_ping_pong_cost() {
+    // One path (a peer on this host, as here), and the 16 a peer on another
+    // host gets (`Config::paths`): each message picks a path among them.
+    ping_pong_cost(1, 7000);
+    ping_pong_cost(16, 7200);
+}
+
+/// The ping-pong of `tagged_ping_pong_cost` with `paths` paths between the
+/// two engines (on ports `port` and `port + 100`).
 // `is_multiple_of` is newer than the workspace's rust-version.
 #[allow(clippy::manual_is_multiple_of)]
-fn tagged_ping_pong_cost() {
-    let (mut a, a_addr) = engine(7000, 5);
-    let (mut b, b_addr) = engine(7100, 6);
+fn ping_pong_cost(paths: u8, port: u16) {
+    let mk = |port: u16, nonce: u64| {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut cfg = Config::new(EpMode::Rdm, addr);
+        cfg.nonce = nonce;
+        cfg.local_paths = paths;
+        (Engine::new(cfg), addr)
+    };
+    let (mut a, a_addr) = mk(port, 5);
+    let (mut b, b_addr) = mk(port + 100, 6);
     let pb = a.peer(b_addr);
     let pa = b.peer(a_addr);
     let mut wire = vec![0u8; 65536];
@@ -172,7 +181,7 @@ fn tagged_ping_pong_cost() {
     batch_ns.push(start.elapsed().as_nanos() as f64 / per_batch as f64);
     batch_ns.sort_by(f64::total_cmp);
     println!(
-        "engine tagged ping-pong: {rounds} rounds, {packets} packets; CPU per round trip: min {:.0} ns, median {:.0} ns (batches of {per_batch})",
+        "engine tagged ping-pong, {paths} path(s): {rounds} rounds, {packets} packets; CPU per round trip: min {:.0} ns, median {:.0} ns (batches of {per_batch})",
         batch_ns[0],
         batch_ns[batch_ns.len() / 2]
     );

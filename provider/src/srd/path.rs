@@ -699,6 +699,10 @@ impl PathSet {
     /// and only a short queue, so its last packets do not hold up the
     /// transfer's completion (its RTT alone reacts only once it queues).
     fn path_has_room(p: &Path, now: Instant, total_rate: u64, window_bytes: u64) -> bool {
+        if p.inflight_pkts() == 0 {
+            // (What `has_room_by_rate` answers first, without the rate.)
+            return true;
+        }
         match p.recent_rate(now) {
             Some(r) if total_rate > 0 && window_bytes > 0 => {
                 p.has_room_by_rate(r, total_rate, window_bytes)
@@ -974,7 +978,15 @@ impl PathSet {
             }
         }
         let median = self.median_srtt_at(now);
-        let total = self.total_rate_at(now);
+        // A path with nothing in flight has room whatever the rates: when
+        // none has any (a ping-pong's message, a burst after a pause), the
+        // rates are not needed (16 paths' rates, twice each, were half of a
+        // pick's cost, once per message in a ping-pong).
+        let total = if self.paths.iter().any(|p| p.inflight_pkts() > 0) {
+            self.total_rate_at(now)
+        } else {
+            0
+        };
         let window = self.window_bytes;
         // Smooth weighted round robin over the eligible paths (equal
         // weights: plain round robin from the cursor).
