@@ -204,10 +204,7 @@ def tables(data, meta, fails):
         udr = data.get((mtu, "base", "bw", "raw-udp", 1 << 20), {})
         sp, ud = med(spr), med(udr)
         if sp is not None and ud:
-            # Paired too: on a shared VM every sender's copy into the kernel
-            # runs at one of two speeds for seconds to minutes (raw UDP's own
-            # stream went 3900 -> 1750 MB/s between runs), so two medians of
-            # unpaired runs can compare a fast state with a slow one.
+            # Paired too: see the legend (the machine's two copy speeds).
             w("1 MiB stream: spray %s MB/s = %.2f x the raw UDP GSO/GRO ceiling (%s MB/s; target >= 0.8);"
               " paired within repetitions: %s." % (num(sp), sp / ud, num(ud), paired(spr, udr)))
         cpu_rows = []
