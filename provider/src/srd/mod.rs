@@ -635,6 +635,18 @@ impl Datagrams for Srd {
     ) -> Result<(), SendError> {
         self.queue(peer, token, head_len, fill, body)
     }
+
+    fn send_run(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        head_len: usize,
+        count: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]),
+        body: &mut dyn FnMut(usize) -> Deferred,
+    ) -> Result<usize, SendError> {
+        self.queue_run(peer, token, head_len, count, fill, body)
+    }
 }
 
 impl Srd {
@@ -697,6 +709,86 @@ impl Srd {
         self.queued_total += 1;
         Ok(())
     }
+
+    /// `Datagrams::send_run`: `queue` for up to `count` datagrams whose
+    /// heads fit a slot inline, the peer's checks and activation done once.
+    fn queue_run(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        head_len: usize,
+        count: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]),
+        body: &mut dyn FnMut(usize) -> Deferred,
+    ) -> Result<usize, SendError> {
+        if count == 0 {
+            return Ok(0);
+        }
+        if head_len > tx::HEAD_INLINE {
+            // Heads in pool buffers: one at a time.
+            for k in 0..count {
+                let r = self.queue(peer, token, head_len, &mut |b| fill(k, b), body(k));
+                if let Err(e) = r {
+                    return if k == 0 { Err(e) } else { Ok(k) };
+                }
+            }
+            return Ok(count);
+        }
+        let first = body(0);
+        // `queue`'s checks, in its order, for the first datagram.
+        if head_len.saturating_add(first.len) > self.p.max_payload {
+            return Err(SendError::TooLarge);
+        }
+        let i = peer.0 as usize;
+        let Some(p) = self.peers.get(i) else {
+            return Err(SendError::BadPeer);
+        };
+        if !self.below_queue_limit(p) {
+            return Err(SendError::WouldBlock);
+        }
+        self.activate(i);
+        if self.peers[i].remote_nonce == 0 {
+            self.handshake(i);
+        }
+        self.sweep_wanted = true;
+        let max_payload = self.p.max_payload;
+        let peer = &mut self.peers[i];
+        peer.reclaimed = false;
+        peer.trimmed = false;
+        peer.paths.ensure();
+        if !peer.tx.busy() {
+            peer.tx.idle_until_poll = true;
+        }
+        let window = {
+            use cc::Controller;
+            peer.cc.window()
+        };
+        let mut n = 0;
+        let mut next = first;
+        loop {
+            let len = head_len + next.len;
+            let psn = peer.tx.next_psn;
+            let slot = peer.tx.slot_new();
+            slot.state = SlotState::Queued;
+            slot.token = token;
+            fill(n, &mut slot.head[..head_len]);
+            slot.buf = Vec::new();
+            slot.len = len;
+            slot.body = next;
+            slot.sends = 0;
+            peer.tx.next_psn = psn.wrapping_add(1);
+            n += 1;
+            if n == count || !below_queue_limit(peer.tx.outstanding(), window, max_payload as u64) {
+                break;
+            }
+            next = body(n);
+            if head_len.saturating_add(next.len) > max_payload {
+                break;
+            }
+        }
+        self.queued_total += n as u64;
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -719,5 +811,97 @@ mod queue_limit_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod queue_run_tests {
+    use super::*;
+    use crate::config::{Config, EpMode};
+
+    fn srd() -> (Srd, PeerId) {
+        let mut cfg = Config::new(EpMode::Rdm, "198.18.0.1:7000".parse().unwrap());
+        cfg.max_datagram = 1472;
+        let mut s = Srd::new(&cfg);
+        let p = s.peer("198.18.0.2:7000".parse().unwrap());
+        (s, p)
+    }
+
+    /// What a peer's queue holds: (token, head, len, body) per datagram.
+    fn queued(s: &Srd, p: PeerId) -> Vec<(u64, Vec<u8>, usize, Deferred)> {
+        let peer = &s.peers[p.0 as usize];
+        let mut out = Vec::new();
+        let mut psn = peer.tx.una;
+        while psn != peer.tx.next_psn {
+            let slot = peer.tx.slot(psn);
+            out.push((slot.token, slot.head_bytes().to_vec(), slot.len, slot.body));
+            psn = psn.wrapping_add(1);
+        }
+        out
+    }
+
+    fn body(k: usize) -> Deferred {
+        Deferred {
+            key: 1000 * k as u64,
+            len: if k % 5 == 4 { 600 } else { 1300 },
+            ack_at_once: k.is_multiple_of(3),
+        }
+    }
+
+    /// A run queues exactly what as many `send_with_body` calls would (the
+    /// heads, bodies, token and order), stops at the same place (the queue
+    /// limit, or a datagram too large), and says how many it took.
+    #[test]
+    fn a_run_queues_what_single_sends_would() {
+        let (mut one, p1) = srd();
+        let (mut run, p2) = srd();
+        let mut fill = |k: usize, b: &mut [u8]| {
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = (k * 7 + i) as u8;
+            }
+        };
+        // Far more than the queue limit (64 with the initial window).
+        let want = 500;
+        let mut singles = 0;
+        for k in 0..want {
+            let r = one.send_with_body(p1, 77, 40, &mut |b| fill(k, b), body(k));
+            if r.is_err() {
+                assert_eq!(r, Err(SendError::WouldBlock));
+                break;
+            }
+            singles += 1;
+        }
+        let n = run.send_run(p2, 77, 40, want, &mut fill, &mut body);
+        assert_eq!(n, Ok(singles), "a run stops at the queue limit");
+        assert!(singles >= 64 && singles < want);
+        assert_eq!(queued(&one, p1), queued(&run, p2));
+        assert_eq!(run.queued_total, singles as u64);
+        // Full: the next run takes none, as a single send would block.
+        assert_eq!(
+            run.send_run(p2, 77, 40, 1, &mut fill, &mut body),
+            Err(SendError::WouldBlock)
+        );
+        // A body too large for a datagram ends a run before it.
+        let (mut s, p) = srd();
+        let mut big = |k: usize| Deferred {
+            key: 0,
+            len: if k == 3 { 1500 } else { 100 },
+            ack_at_once: false,
+        };
+        assert_eq!(s.send_run(p, 1, 40, 10, &mut fill, &mut big), Ok(3));
+        assert_eq!(
+            s.send_run(p, 1, 40, 10, &mut fill, &mut |_| Deferred {
+                key: 0,
+                len: 1500,
+                ack_at_once: false
+            }),
+            Err(SendError::TooLarge)
+        );
+        // An unknown peer.
+        assert_eq!(
+            s.send_run(PeerId(9), 1, 40, 2, &mut fill, &mut body),
+            Err(SendError::BadPeer)
+        );
+        assert_eq!(s.send_run(p, 1, 40, 0, &mut fill, &mut body), Ok(0));
     }
 }
