@@ -97,9 +97,7 @@ pub trait Datagrams {
     /// writes, followed by the body `body(k)`. The same datagrams as `count`
     /// calls of `send_with_body`, stopping where one would fail; returns how
     /// many were queued (the error only when none was). A service may do the
-    /// per-call work (peer lookup, activation, checks) once: the SRD's
-    /// per-datagram calls cost a large message's sender about 260
-    /// instructions a segment.
+    /// per-call work (peer lookup, activation, checks) once (the SRD does).
     fn send_run(
         &mut self,
         peer: PeerId,
