@@ -29,8 +29,14 @@ pub enum FailReason {
 /// What the SRD core reports to the layer above.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum DgramEvent {
-    /// The datagram queued with `token` was acknowledged by `peer`.
-    Acked { peer: PeerId, token: u64 },
+    /// `count` datagrams queued with `token` were acknowledged by `peer`
+    /// (datagrams acked together that share a token, a message's segments,
+    /// are reported at once).
+    Acked {
+        peer: PeerId,
+        token: u64,
+        count: u32,
+    },
     /// The datagram queued with `token` will never be delivered.
     Failed {
         peer: PeerId,

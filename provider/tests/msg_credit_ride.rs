@@ -45,6 +45,7 @@ fn run_counting_credit(c: &mut Cluster, from: u32) -> usize {
                 DgramEvent::Acked {
                     peer: PeerId(p.to),
                     token: p.token,
+                    count: 1,
                 },
             ));
             c.pump(p.to as usize);

@@ -211,7 +211,11 @@ fn hostile_rma_datagrams_never_panic() {
                 1 if !sink.tokens.is_empty() => {
                     let (p, token) = sink.tokens[rng.below(sink.tokens.len() as u64) as usize];
                     let ev = if rng.chance(0.5) {
-                        DgramEvent::Acked { peer: p, token }
+                        DgramEvent::Acked {
+                            peer: p,
+                            token,
+                            count: 1,
+                        }
                     } else {
                         let reason = [FailReason::Unreachable, FailReason::PeerRestarted]
                             [rng.below(2) as usize];

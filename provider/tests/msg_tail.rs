@@ -58,6 +58,7 @@ fn check(len: usize) {
                 DgramEvent::Acked {
                     peer: PeerId(1),
                     token: p.token,
+                    count: 1,
                 },
             ));
         }

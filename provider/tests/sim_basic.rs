@@ -137,3 +137,46 @@ fn ping_pong_with_loss_does_not_stall() {
         );
     }
 }
+
+/// Datagrams acked together that share a token (a message's segments) are
+/// reported in one `Acked` event with their count; every datagram is counted
+/// once, and datagrams with tokens of their own get an event each.
+#[test]
+fn one_event_for_datagrams_acked_together_with_one_token() {
+    let mut spec = LinkSpec::ideal(Duration::from_micros(20));
+    spec.bandwidth = 1_250_000_000;
+    let mut sim = pair(3, 4, spec);
+    let (shared, n) = (7u64, 40u64);
+    for t in 0..n {
+        sim.nodes[0].push(addr(1), shared, payload(t, 1000));
+    }
+    for t in 100..105u64 {
+        sim.nodes[0].push(addr(1), t, payload(t, 1000));
+    }
+    let ok = sim.run_until(secs(1.0), |s| s.nodes[0].acked().count() == 45);
+    assert!(ok, "not all acked: {}", sim.nodes[0].acked().count());
+    let mut shared_events = 0;
+    let mut shared_count = 0;
+    let mut own = Vec::new();
+    for (_, e) in &sim.nodes[0].events {
+        if let spray::dgram::DgramEvent::Acked { token, count, .. } = *e {
+            if token == shared {
+                shared_events += 1;
+                shared_count += u64::from(count);
+            } else {
+                assert_eq!(count, 1, "token {token}");
+                own.push(token);
+            }
+        }
+    }
+    assert_eq!(shared_count, n, "each datagram counted once");
+    // One event per ack at most (21 here: acks of a few packets each, as
+    // they come back over 4 paths out of order), not one per datagram.
+    assert!(
+        shared_events * 4 <= n * 3,
+        "{shared_events} events for {n} datagrams"
+    );
+    own.sort_unstable();
+    assert_eq!(own, (100..105).collect::<Vec<_>>());
+    assert_eq!(sim.nodes[1].arrived.len() as u64, n + 5);
+}

@@ -109,7 +109,9 @@ fn check(sim: &Sim<SrdNode>, a: usize, b: usize, n: u64) -> Result<(), String> {
     let mut acked: Vec<u64> = Vec::new();
     for (_, e) in &sim.nodes[a].events {
         match *e {
-            DgramEvent::Acked { peer, token } if peer == at_a => acked.push(token),
+            DgramEvent::Acked { peer, token, count } if peer == at_a => {
+                acked.extend(std::iter::repeat_n(token, count as usize))
+            }
             DgramEvent::Failed { peer, token, .. } if peer == at_a => {
                 return Err(format!("token {token} failed"))
             }

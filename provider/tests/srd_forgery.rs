@@ -417,7 +417,9 @@ fn restart_within_a_millisecond_on_the_same_address() {
                             assert_eq!(reason, FailReason::PeerRestarted);
                             *failed += 1;
                         }
-                        DgramEvent::Acked { token: k, .. } => acked.push(k),
+                        DgramEvent::Acked {
+                            token: k, count, ..
+                        } => acked.extend(std::iter::repeat_n(k, count as usize)),
                     }
                 }
                 acked

@@ -67,8 +67,8 @@ fn bulk_and_ping_pong_cost() {
         let now = Instant::from_nanos(now_ns);
         got += pump(&mut a, &mut b, a_addr, b_addr, now, &mut buf).0;
         while let Some(e) = a.poll_event() {
-            if matches!(e, DgramEvent::Acked { .. }) {
-                acked += 1;
+            if let DgramEvent::Acked { count, .. } = e {
+                acked += u64::from(count);
             }
         }
         // Time moves like a fast loopback: 20 µs per round.

@@ -244,9 +244,9 @@ impl<B: UserBuf> MsgLayer<B> {
     /// An acknowledgement or failure report from the SRD layer.
     pub fn handle_event(&mut self, ev: DgramEvent) {
         match ev {
-            DgramEvent::Acked { peer, token } => {
+            DgramEvent::Acked { peer, token, count } => {
                 if let Some(Token::Msg { slot, seq }) = Token::decode(token) {
-                    self.on_send_acked(peer, slot, seq);
+                    self.on_send_acked(peer, slot, seq, count);
                 }
             }
             DgramEvent::Failed {

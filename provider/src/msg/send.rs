@@ -362,11 +362,11 @@ impl<B: UserBuf> MsgLayer<B> {
         (off.checked_add(len)? <= m.op.buf.len()).then_some((&m.op.buf, off))
     }
 
-    /// An `Acked` report for a message datagram.
-    pub(crate) fn on_send_acked(&mut self, peer: PeerId, slot: usize, seq: u32) {
+    /// An `Acked` report for `count` datagrams of a message.
+    pub(crate) fn on_send_acked(&mut self, peer: PeerId, slot: usize, seq: u32, count: u32) {
         if let Some(id) = self.out_of_token(peer, slot, seq) {
             if let Some(m) = self.outs.get_mut(id) {
-                m.outstanding = m.outstanding.saturating_sub(1);
+                m.outstanding = m.outstanding.saturating_sub(count);
             }
             self.maybe_complete_send(id);
         }

@@ -86,7 +86,12 @@ pub fn check_pair(sim: &Sim<SrdNode>, from: usize, to: usize, n: u64) -> Result<
     let mut fate: HashMap<u64, u8> = HashMap::new();
     for (_, e) in &tx.events {
         let (t, k) = match *e {
-            DgramEvent::Acked { token, .. } => (token, 1),
+            DgramEvent::Acked {
+                token, count: 1, ..
+            } => (token, 1),
+            DgramEvent::Acked { token, count, .. } => {
+                return Err(format!("token {token} acked {count} times"))
+            }
             DgramEvent::Failed { token, .. } => (token, 2),
             DgramEvent::PeerRestarted { .. } => continue,
         };

@@ -96,11 +96,11 @@ impl SrdNode {
         }
     }
 
-    /// Acked tokens so far.
+    /// Acked tokens so far (a token as many times as datagrams with it).
     pub fn acked(&self) -> impl Iterator<Item = u64> + '_ {
-        self.events.iter().filter_map(|(_, e)| match e {
-            DgramEvent::Acked { token, .. } => Some(*token),
-            _ => None,
+        self.events.iter().flat_map(|(_, e)| match e {
+            DgramEvent::Acked { token, count, .. } => core::iter::repeat_n(*token, *count as usize),
+            _ => core::iter::repeat_n(0, 0),
         })
     }
 

@@ -164,6 +164,7 @@ impl Cluster {
             let ev = DgramEvent::Acked {
                 peer: PeerId(p.to),
                 token: p.token,
+                count: 1,
             };
             self.net.events.push((p.from, ev));
             self.pump(p.to as usize);
