@@ -11,9 +11,8 @@ use common::duo::{wait_one, Duo};
 use common::fab::*;
 use common::pair::pattern;
 
-use std::ffi::CString;
 use std::os::raw::c_void;
-use std::ptr::{null, null_mut};
+use std::ptr::null_mut;
 
 use spray_fi::sys;
 
@@ -27,16 +26,9 @@ fn at_ethernet_mtu() {
 /// `(inject_size, max_msg_size)` getinfo offers for `ep_type`.
 fn offered(ep_type: u32) -> (usize, usize) {
     at_ethernet_mtu();
-    init();
+    let info = getinfo(ep_type, 0);
+    // SAFETY: getinfo returned a valid, non-null info list.
     unsafe {
-        let hints = sys::fi_dupinfo(null());
-        (*(*hints).ep_attr).type_ = ep_type;
-        let name = CString::new("spray").unwrap();
-        (*(*hints).fabric_attr).prov_name = libc::strdup(name.as_ptr());
-        let mut info = null_mut();
-        let rc = sys::fi_getinfo(sys::fi_version(), null(), null(), 0, hints, &mut info);
-        sys::fi_freeinfo(hints);
-        assert_eq!(rc, 0, "fi_getinfo");
         let r = (
             (*(*info).tx_attr).inject_size,
             (*(*info).ep_attr).max_msg_size,

@@ -113,14 +113,28 @@ pub trait Datagrams {
         fill: &mut dyn FnMut(usize, &mut [u8]),
         body: &mut dyn FnMut(usize) -> Deferred,
     ) -> Result<usize, SendError> {
-        for k in 0..count {
-            let r = self.send_with_body(peer, token, head_len, &mut |b| fill(k, b), body(k));
-            if let Err(e) = r {
-                return if k == 0 { Err(e) } else { Ok(k) };
-            }
-        }
-        Ok(count)
+        send_each(self, peer, token, head_len, count, fill, body)
     }
+}
+
+/// `Datagrams::send_run` one `send_with_body` at a time (its default, and
+/// the SRD's way for heads too long to keep inline).
+pub(crate) fn send_each<D: Datagrams + ?Sized>(
+    dg: &mut D,
+    peer: PeerId,
+    token: u64,
+    head_len: usize,
+    count: usize,
+    fill: &mut dyn FnMut(usize, &mut [u8]),
+    body: &mut dyn FnMut(usize) -> Deferred,
+) -> Result<usize, SendError> {
+    for k in 0..count {
+        let r = dg.send_with_body(peer, token, head_len, &mut |b| fill(k, b), body(k));
+        if let Err(e) = r {
+            return if k == 0 { Err(e) } else { Ok(k) };
+        }
+    }
+    Ok(count)
 }
 
 /// The part of a datagram the layer above supplies at each transmission

@@ -163,7 +163,7 @@ impl<B: UserBuf> MsgLayer<B> {
             }
         });
         match r {
-            Ok(()) => self.segment_sent(p, id, ty == MsgType::Rts, n),
+            Ok(()) => self.segment_sent(p, id, ty == MsgType::Rts, n, 1),
             Err(SendError::WouldBlock) => Step::Blocked,
             Err(_) => {
                 self.fail_send(id, CompError::PeerUnreachable);
@@ -229,7 +229,7 @@ impl<B: UserBuf> MsgLayer<B> {
             },
         );
         match r {
-            Ok(k) => self.run_sent(p, id, room.saturating_mul(k).min(rem), k),
+            Ok(k) => self.segment_sent(p, id, false, room.saturating_mul(k).min(rem), k),
             Err(SendError::WouldBlock) => Step::Blocked,
             Err(_) => {
                 self.fail_send(id, CompError::PeerUnreachable);
@@ -238,31 +238,13 @@ impl<B: UserBuf> MsgLayer<B> {
         }
     }
 
-    /// `count` data datagrams of message `id` to `p`, `n` bytes in all,
-    /// were handed down (`send_deferred_run`).
-    fn run_sent(&mut self, p: PeerId, id: usize, n: usize, count: usize) -> Step {
+    /// `count` datagrams of message `id` to `p` (an RTS, or `n` bytes of
+    /// data in all) were handed down.
+    fn segment_sent(&mut self, p: PeerId, id: usize, is_rts: bool, n: usize, count: usize) -> Step {
         let Some(m) = self.outs.get_mut(id) else {
             return Step::Sent;
         };
         m.outstanding += count as u32;
-        m.next_off += n;
-        m.sent_any = true;
-        m.handed_all = m.next_off >= m.end_bytes;
-        let done = m.handed_all;
-        self.stats.datagrams_sent += count as u64;
-        if done {
-            self.peer_mut(p).queue.pop_front();
-            self.maybe_complete_send(id);
-        }
-        Step::Sent
-    }
-
-    /// A datagram of message `id` to `p` (an RTS, or `n` bytes of data) left.
-    fn segment_sent(&mut self, p: PeerId, id: usize, is_rts: bool, n: usize) -> Step {
-        let Some(m) = self.outs.get_mut(id) else {
-            return Step::Sent;
-        };
-        m.outstanding += 1;
         let done = if is_rts {
             m.rts_sent = true;
             false
@@ -272,7 +254,7 @@ impl<B: UserBuf> MsgLayer<B> {
             m.handed_all = m.next_off >= m.end_bytes;
             m.handed_all
         };
-        self.stats.datagrams_sent += 1;
+        self.stats.datagrams_sent += count as u64;
         if is_rts || done {
             // Finished here; a rendezvous message comes back with its CTS.
             self.peer_mut(p).queue.pop_front();

@@ -98,9 +98,12 @@ impl SrdNode {
 
     /// Acked tokens so far (a token as many times as datagrams with it).
     pub fn acked(&self) -> impl Iterator<Item = u64> + '_ {
-        self.events.iter().flat_map(|(_, e)| match e {
-            DgramEvent::Acked { token, count, .. } => core::iter::repeat_n(*token, *count as usize),
-            _ => core::iter::repeat_n(0, 0),
+        self.events.iter().flat_map(|(_, e)| {
+            let (token, count) = match *e {
+                DgramEvent::Acked { token, count, .. } => (token, count as usize),
+                _ => (0, 0),
+            };
+            core::iter::repeat_n(token, count)
         })
     }
 

@@ -51,7 +51,6 @@ use crate::wire::srd::{flags, CREDIT_UNLIMITED, HEADER_LEN, TAG_LEN};
 
 use peer::{Ctx, Params, Peer};
 use timer::Timer;
-use tx::SlotState;
 
 pub use auth::{handshake_tag, session_tag, Sealer};
 pub use path::Health;
@@ -661,51 +660,20 @@ impl Srd {
         body: Deferred,
     ) -> Result<(), SendError> {
         let len = head_len.saturating_add(body.len);
-        if len > self.p.max_payload {
-            return Err(SendError::TooLarge);
-        }
-        let i = peer.0 as usize;
-        let Some(p) = self.peers.get(i) else {
-            return Err(SendError::BadPeer);
-        };
-        if !self.below_queue_limit(p) {
-            return Err(SendError::WouldBlock);
-        }
-        let mut buf = if head_len > tx::HEAD_INLINE {
+        let i = self.may_queue(peer, len)?;
+        let buf = if head_len > tx::HEAD_INLINE {
             let mut b = self.pool.take();
             fill(&mut b[..head_len]);
             b
         } else {
             Vec::new()
         };
-        self.activate(i);
-        if self.peers[i].remote_nonce == 0 {
-            // No session yet: the datagram waits for the handshake (one
-            // round trip), then leaves at once.
-            self.handshake(i);
-        }
-        self.sweep_wanted = true;
-        let peer = &mut self.peers[i];
-        peer.reclaimed = false;
-        peer.trimmed = false;
-        peer.paths.ensure();
-        if !peer.tx.busy() {
-            // The unreachable clock starts when the peer goes from idle to
-            // busy; `send` has no clock, so the next poll stamps it.
-            peer.tx.idle_until_poll = true;
-        }
-        let psn = peer.tx.next_psn;
-        let slot = peer.tx.slot_new();
-        slot.state = SlotState::Queued;
-        slot.token = token;
-        if buf.is_empty() {
+        self.wake_for_send(i);
+        let inline = buf.is_empty();
+        let slot = self.peers[i].tx.push_queued(token, len, body, buf);
+        if inline {
             fill(&mut slot.head[..head_len]);
         }
-        slot.buf = core::mem::take(&mut buf);
-        slot.len = len;
-        slot.body = body;
-        slot.sends = 0;
-        peer.tx.next_psn = psn.wrapping_add(1);
         self.queued_total += 1;
         Ok(())
     }
@@ -726,57 +694,23 @@ impl Srd {
         }
         if head_len > tx::HEAD_INLINE {
             // Heads in pool buffers: one at a time.
-            for k in 0..count {
-                let r = self.queue(peer, token, head_len, &mut |b| fill(k, b), body(k));
-                if let Err(e) = r {
-                    return if k == 0 { Err(e) } else { Ok(k) };
-                }
-            }
-            return Ok(count);
+            return crate::dgram::send_each(self, peer, token, head_len, count, fill, body);
         }
-        let first = body(0);
-        // `queue`'s checks, in its order, for the first datagram.
-        if head_len.saturating_add(first.len) > self.p.max_payload {
-            return Err(SendError::TooLarge);
-        }
-        let i = peer.0 as usize;
-        let Some(p) = self.peers.get(i) else {
-            return Err(SendError::BadPeer);
-        };
-        if !self.below_queue_limit(p) {
-            return Err(SendError::WouldBlock);
-        }
-        self.activate(i);
-        if self.peers[i].remote_nonce == 0 {
-            self.handshake(i);
-        }
-        self.sweep_wanted = true;
+        let mut next = body(0);
+        let i = self.may_queue(peer, head_len.saturating_add(next.len))?;
+        self.wake_for_send(i);
         let max_payload = self.p.max_payload;
         let peer = &mut self.peers[i];
-        peer.reclaimed = false;
-        peer.trimmed = false;
-        peer.paths.ensure();
-        if !peer.tx.busy() {
-            peer.tx.idle_until_poll = true;
-        }
         let window = {
             use cc::Controller;
             peer.cc.window()
         };
         let mut n = 0;
-        let mut next = first;
         loop {
-            let len = head_len + next.len;
-            let psn = peer.tx.next_psn;
-            let slot = peer.tx.slot_new();
-            slot.state = SlotState::Queued;
-            slot.token = token;
+            let slot = peer
+                .tx
+                .push_queued(token, head_len + next.len, next, Vec::new());
             fill(n, &mut slot.head[..head_len]);
-            slot.buf = Vec::new();
-            slot.len = len;
-            slot.body = next;
-            slot.sends = 0;
-            peer.tx.next_psn = psn.wrapping_add(1);
             n += 1;
             if n == count || !below_queue_limit(peer.tx.outstanding(), window, max_payload as u64) {
                 break;
@@ -788,6 +722,43 @@ impl Srd {
         }
         self.queued_total += n as u64;
         Ok(n)
+    }
+
+    /// May a datagram of `len` payload bytes be queued for `peer` now? Its
+    /// index if so.
+    fn may_queue(&self, peer: PeerId, len: usize) -> Result<usize, SendError> {
+        if len > self.p.max_payload {
+            return Err(SendError::TooLarge);
+        }
+        let i = peer.0 as usize;
+        let Some(p) = self.peers.get(i) else {
+            return Err(SendError::BadPeer);
+        };
+        if !self.below_queue_limit(p) {
+            return Err(SendError::WouldBlock);
+        }
+        Ok(i)
+    }
+
+    /// Peer `i` is about to have a datagram queued: make it active, start
+    /// its handshake if it has no session, and keep its records.
+    fn wake_for_send(&mut self, i: usize) {
+        self.activate(i);
+        if self.peers[i].remote_nonce == 0 {
+            // No session yet: the datagram waits for the handshake (one
+            // round trip), then leaves at once.
+            self.handshake(i);
+        }
+        self.sweep_wanted = true;
+        let peer = &mut self.peers[i];
+        peer.reclaimed = false;
+        peer.trimmed = false;
+        peer.paths.ensure();
+        if !peer.tx.busy() {
+            // The unreachable clock starts when the peer goes from idle to
+            // busy; `send` has no clock, so the next poll stamps it.
+            peer.tx.idle_until_poll = true;
+        }
     }
 }
 

@@ -217,6 +217,29 @@ impl Tx {
         s
     }
 
+    /// Queue the datagram for `next_psn`: `len` payload bytes, its head in
+    /// `buf` (a pool buffer) or, `buf` empty, in the slot's inline head the
+    /// caller fills through the slot returned.
+    pub fn push_queued(
+        &mut self,
+        token: u64,
+        len: usize,
+        body: Deferred,
+        buf: Vec<u8>,
+    ) -> &mut Slot {
+        let psn = self.next_psn;
+        let s = self.slot_new();
+        s.state = SlotState::Queued;
+        s.token = token;
+        s.buf = buf;
+        s.len = len;
+        s.body = body;
+        s.sends = 0;
+        self.next_psn = psn.wrapping_add(1);
+        let i = self.index(psn);
+        &mut self.slots[i]
+    }
+
     /// Grow the ring to hold `span` PSNs from `una` (a power of two: a peer
     /// sent one message at a time holds a slot or two), moving the slots in
     /// use to their new places.
