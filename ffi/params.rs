@@ -32,6 +32,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("unreachable_timeout_ms", Kind::Int, "A peer acknowledging nothing this long is unreachable and its operations fail, ms (default 5000: an MPI job whose rank died ends within seconds; raise it where a live peer may pause longer)"),
     ("ack_delay_us", Kind::Int, "Longest delay of an acknowledgement to batch it, us (default 20: a reply carries the ACK; 0 = one ACK per receive batch, sent before the receive completes)"),
     ("ack_soon_us", Kind::Int, "Delay of the acknowledgement of the last packet a sender had queued, us (default 5: its send completes on that ack; a prompt reply still carries it, and a peer whose replies come later gets a hold learned from them, up to ACK_DELAY_US; 0 = at once)"),
+    ("ack_lazy_us", Kind::Int, "Longest delay of the acknowledgement of an inject (no completion and no counter waits for it), us (default 500: in a collective's exchanges the next message to that peer carries it, where a pure ACK costs both hosts a system call; the sender's loss timers wait as much longer for such packets; at least ACK_DELAY_US, at most half of MIN_RTO_US; set it alike on every process of a job)"),
     ("ack_every", Kind::Int, "Acknowledge at once after this many data packets (default 16)"),
     ("min_rto_us", Kind::Int, "Lower bound of the retransmission timer, us (default 2000)"),
     ("max_host_delay_us", Kind::Int, "Most time a receiving host may hold packets (process not scheduled) that the congestion window covers on top of the network RTT, us (default 4000)"),

@@ -107,6 +107,7 @@ fn send(e: &mut E, to: PeerId, mut buf: Vec<u8>, r: u64) {
         context: r,
         report: true,
         delivery_complete: false,
+        lazy: false,
     };
     e.post_send(op).expect("post send");
 }

@@ -466,6 +466,10 @@ impl EpState {
             // stalls (fi_pingpong above 1 MiB did). Only an explicit
             // FI_INJECT_COMPLETE asks for the early completion.
             delivery_complete: flags & FI_INJECT_COMPLETE == 0,
+            // No CQ entry and no counter: nothing the application can see
+            // waits for the ack (an inject), so the peer may hold it for a
+            // reply to carry (FI_SPRAY_ACK_LAZY_US).
+            lazy: !report && self.tx_cntr.is_none(),
         };
         let Some(run) = &mut self.run else {
             return err::EOPBADSTATE as isize;
@@ -924,6 +928,7 @@ fn config(mode: EpMode, local: SocketAddr, paths: usize, max_datagram: usize) ->
     // FI_SPRAY_ACK_DELAY_US=0 acknowledges every receive batch at once.
     cfg.ack_delay = us("ack_delay_us", Duration::from_micros(20));
     cfg.ack_soon = us("ack_soon_us", d.ack_soon);
+    cfg.ack_lazy = us("ack_lazy_us", d.ack_lazy);
     cfg.ack_every = params::int_or("ack_every", i64::from(d.ack_every), 1, 1 << 20) as u32;
     cfg.min_rto = us("min_rto_us", d.min_rto);
     cfg.max_host_delay = us("max_host_delay_us", d.max_host_delay);

@@ -107,6 +107,15 @@ pub struct Config {
     /// learned from them, up to `ack_delay` (PROTOCOL.md §3 "Answers
     /// learned"); 0 acknowledges at once.
     pub ack_soon: Duration,
+    /// How long the receiver may hold the acknowledgement of DATA flagged
+    /// LAZY (no completion waits on it: an inject): long enough that, in a
+    /// collective's exchanges, the next message to that peer carries it,
+    /// where a pure ACK costs both hosts a system call and, on a loaded
+    /// host, the CPU of a rank that had work. The sender's loss timers wait
+    /// this much longer for such packets, so a lost lazy tail is found this
+    /// much later. At least `ack_delay`; at most half of `min_rto` (the
+    /// retransmission timer must not fire on a held ack).
+    pub ack_lazy: Duration,
     /// Most of the receiver-reported ack hold time (its delayed ack plus the
     /// time our packets waited in the receiving host, e.g. while its process
     /// was not scheduled) the congestion window covers on top of the network
@@ -197,6 +206,7 @@ impl Config {
             unreachable_timeout: Duration::from_secs(5),
             ack_delay: Duration::from_micros(50),
             ack_soon: Duration::from_micros(5),
+            ack_lazy: Duration::from_micros(500),
             max_host_delay: Duration::from_millis(4),
             ack_every: 16,
             rx_continuation: true,

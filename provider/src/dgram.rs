@@ -65,6 +65,13 @@ pub trait Datagrams {
         let _ = (peer, more);
     }
 
+    /// No completion waits on the acks of the datagrams of the next send
+    /// call (`send`, `send_with_body` or `send_run`; this call only): an
+    /// inject with no counter to count it. A service may acknowledge them
+    /// late (the SRD's flag LAZY: the receiver holds such an ack up to
+    /// `Config::ack_lazy` for a reply to carry it).
+    fn set_lazy(&mut self) {}
+
     /// Queue one datagram of `len` bytes for `peer`. `fill` is called once with
     /// a buffer of exactly `len` bytes to write the payload into. `token` comes
     /// back in the `Acked` / `Failed` event of this datagram.
@@ -117,9 +124,8 @@ pub trait Datagrams {
     }
 }
 
-/// `Datagrams::send_run` one `send_with_body` at a time (its default, and
-/// the SRD's way for heads too long to keep inline).
-pub(crate) fn send_each<D: Datagrams + ?Sized>(
+/// `Datagrams::send_run` one `send_with_body` at a time (its default).
+fn send_each<D: Datagrams + ?Sized>(
     dg: &mut D,
     peer: PeerId,
     token: u64,

@@ -51,6 +51,7 @@ fn send(e: &mut Node, to: PeerId, len: usize, context: u64) {
         // As the provider posts every send without FI_INJECT_COMPLETE: it
         // completes once acknowledged.
         delivery_complete: true,
+        lazy: false,
     })
     .unwrap();
 }

@@ -105,6 +105,7 @@ fn post_send(e: &mut Node, peer: PeerId, ctx: u64, data: Vec<u8>, tagged: bool) 
         context: ctx,
         report: true,
         delivery_complete: false,
+        lazy: false,
     })
     .unwrap();
 }

@@ -85,6 +85,7 @@ fn rndv_send(s: &mut Sim<Node>) {
         context: 1,
         report: true,
         delivery_complete: false,
+        lazy: false,
     };
     s.nodes[0].post_send(op).expect("post send");
 }
@@ -172,6 +173,7 @@ fn receive_waiting_for_rendezvous_data_fails_when_the_sender_dies() {
                 context: 4,
                 report: true,
                 delivery_complete: false,
+                lazy: false,
             })
             .expect("post send");
         // RTS, CTS and the first RDATA cross; then the sender dies with most
@@ -229,6 +231,7 @@ fn receives_on_a_live_peer_do_not_fail() {
             context: 7,
             report: true,
             delivery_complete: false,
+            lazy: false,
         })
         .expect("post send");
     let limit = s.now + UNREACHABLE * 4;
@@ -269,6 +272,7 @@ fn hello_from_1(s: &mut Sim<Node>) {
             context: 1,
             report: false,
             delivery_complete: false,
+            lazy: false,
         })
         .expect("post send");
     let limit = s.now + Duration::from_millis(10);
@@ -361,6 +365,7 @@ fn directed_receives_wait_on_live_or_unknown_peers() {
             context: 4,
             report: false,
             delivery_complete: false,
+            lazy: false,
         })
         .expect("post send");
     let limit = s.now + UNREACHABLE;

@@ -61,6 +61,7 @@ fn post_all(e: &mut [Node; 2]) {
             context: 1000 + i as u64,
             report: true,
             delivery_complete: i % 2 == 0,
+            lazy: false,
         })
         .expect("send");
     }

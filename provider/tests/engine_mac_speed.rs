@@ -78,6 +78,7 @@ fn bulk(max_datagram: usize, key: bool, msgs: u64) -> (f64, f64) {
             context: m,
             report: true,
             delivery_complete: false,
+            lazy: false,
         })
         .unwrap();
         let (mut sent_done, mut got) = (false, None);
@@ -188,6 +189,7 @@ fn ping_pong(key: bool, rounds: u64) -> f64 {
                 context: r,
                 report: true,
                 delivery_complete: false,
+                lazy: false,
             })
             .unwrap();
             // Until the receive completes (the first round also carries

@@ -52,6 +52,7 @@ fn send(e: &mut E, to: PeerId, r: u64) {
         context: r,
         report: true,
         delivery_complete: true,
+        lazy: false,
     };
     e.post_send(op).expect("post send");
 }

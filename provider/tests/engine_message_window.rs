@@ -62,6 +62,7 @@ fn a_64_kib_ping_pong_never_waits_for_the_window() {
                         context: r,
                         report: true,
                         delivery_complete: true,
+                        lazy: false,
                     })
                     .unwrap();
                 let limit = sim.now + Duration::from_secs(1);

@@ -495,6 +495,7 @@ fn run_with(seed: u64, loss: f64, recv_first: bool, batch: usize, trailer_every:
             context: 100 + i as u64,
             report: true,
             delivery_complete: false,
+            lazy: false,
         };
         sim.nodes[0].e.post_send(op).expect("post send");
     }
@@ -633,6 +634,7 @@ fn run_eager(seed: u64, loss: f64, delivery_complete: bool) -> u64 {
             context: 100 + i as u64,
             report: true,
             delivery_complete,
+            lazy: false,
         };
         sim.nodes[0].e.post_send(op).expect("post send");
     }
@@ -851,6 +853,7 @@ fn run_property(seed: u64) {
             context: m as u64,
             report: true,
             delivery_complete: false,
+            lazy: false,
         };
         let recv_first = r.below(2) == 0;
         if recv_first {

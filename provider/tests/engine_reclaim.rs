@@ -81,6 +81,7 @@ fn reclaimed_peers_keep_message_order_and_receives() {
                     context: t,
                     report: false,
                     delivery_complete: false,
+                    lazy: false,
                 };
                 sim.nodes[2].post_send(m).unwrap();
             }
@@ -100,6 +101,7 @@ fn reclaimed_peers_keep_message_order_and_receives() {
                             context: s,
                             report: true,
                             delivery_complete: false,
+                            lazy: false,
                         })
                         .unwrap();
                 }

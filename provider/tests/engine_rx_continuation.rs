@@ -163,6 +163,7 @@ fn run(p: &mut Pair, seed: u64, both: bool, input: Input) -> (Log, Log) {
                 context: k,
                 report: true,
                 delivery_complete: false,
+                lazy: false,
             })
             .unwrap();
         }
@@ -359,6 +360,7 @@ fn hostile_coalesced_datagrams_deliver_nothing_wrong() {
                 context: k as u64,
                 report: true,
                 delivery_complete: false,
+                lazy: false,
             })
             .unwrap();
         }

@@ -68,6 +68,7 @@ fn send(e: &mut Engine<Vec<u8>>, pool: &mut Pool, to: PeerId, r: u64) {
         context: r,
         report: true,
         delivery_complete: false,
+        lazy: false,
     })
     .unwrap();
 }
@@ -298,6 +299,7 @@ fn bulk_transfer_cost_per_packet() {
             context: m,
             report: true,
             delivery_complete: false,
+            lazy: false,
         })
         .unwrap();
         let (mut sent_done, mut got) = (false, None);
@@ -415,6 +417,7 @@ fn two_way_transfer_cost_per_packet() {
                 context: m,
                 report: true,
                 delivery_complete: false,
+                lazy: false,
             })
             .unwrap();
         }

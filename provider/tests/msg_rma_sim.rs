@@ -197,6 +197,7 @@ fn rma_does_not_disturb_message_order() {
             context: i as u64,
             report: true,
             delivery_complete: false,
+            lazy: false,
         };
         sim.nodes[0].post_send(send).expect("send");
         let r = RmaOp {

@@ -65,6 +65,7 @@ fn stream(msgs: usize, len: usize) -> f64 {
             context: 1000 + i as u64,
             report: true,
             delivery_complete: false,
+            lazy: false,
         };
         sim.nodes[0].post_send(op).expect("post send");
     }
@@ -148,6 +149,7 @@ fn duty_cycled(cfg: impl Fn(&mut Config), msgs: usize, len: usize, on: u64, peri
             context: 1000 + i as u64,
             report: true,
             delivery_complete: false,
+            lazy: false,
         };
         nodes[0].post_send(op).expect("post send");
     }

@@ -40,6 +40,7 @@ fn send(e: &mut Node, k: u64, delivery: bool) -> Result<(), OpError> {
         context: k,
         report: true,
         delivery_complete: delivery,
+        lazy: false,
     })
 }
 

@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
         context: 1,
         report: false,
         delivery_complete: false,
+        lazy: false,
     };
     let _ = peer.post_send(op);
     let mut buf = vec![0u8; 65536];

@@ -21,6 +21,10 @@ pub struct SendOp<B> {
     /// Complete only once the peer has the data (`FI_DELIVERY_COMPLETE`);
     /// otherwise complete once the provider holds its own copy.
     pub delivery_complete: bool,
+    /// Nothing waits for this send's completion (an inject with no counter
+    /// bound to count it): its data may be acknowledged late
+    /// (`Datagrams::set_lazy`), for a reply to carry the ack.
+    pub lazy: bool,
 }
 
 /// What a receive does besides receiving.

@@ -151,6 +151,9 @@ impl<B: UserBuf> MsgLayer<B> {
         let defer = (ty == MsgType::RData || (ty == MsgType::Data && m.op.delivery_complete))
             && n >= DEFER_MIN_BYTES
             && dg.supports_body();
+        if m.op.lazy && ty == MsgType::Data {
+            dg.set_lazy();
+        }
         if defer {
             m.deferred = true;
             return self.send_deferred_run(p, dg, id, token, repr, room);

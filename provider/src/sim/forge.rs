@@ -327,9 +327,9 @@ pub fn spec_parses(b: &[u8]) -> bool {
     if get(Field::Version) != 2 || !(1..=7).contains(&ty) {
         return false;
     }
-    // Bits 0..4 and 7 (MAC) are defined; bit 4 (ACK_REPEAT) only with bit
+    // Bits 0..5 and 7 (MAC) are defined; bit 4 (ACK_REPEAT) only with bit
     // 0 (ACK_PRESENT).
-    if fl & !0x9f != 0 || get(Field::SrcNonce) == 0 || fl & 0x10 != 0 && !ack_present {
+    if fl & !0xbf != 0 || get(Field::SrcNonce) == 0 || fl & 0x10 != 0 && !ack_present {
         return false;
     }
     let other = fl & !0x80;

@@ -31,6 +31,9 @@ pub(super) struct Acked {
     /// When and where the first copy went.
     pub first_sent: Instant,
     pub first_path: (u8, u64),
+    /// Sent once, flagged LAZY: the receiver may have held its ack up to
+    /// its lazy hold.
+    pub lazy: bool,
 }
 
 impl Peer {
@@ -51,6 +54,9 @@ impl Peer {
         self.paths.touch();
         let span = self.tx.next_send.wrapping_sub(self.tx.una);
         let cum_d = ack.cum.wrapping_sub(self.tx.una);
+        // Its delay is a lazy hold, not the receiving host's (see `feed_controller`).
+        let recent = self.tx.slot(ack.recent);
+        let recent_lazy = recent.state == SlotState::InFlight && recent.lazy && recent.sends == 1;
         if (cum_d as i32) > 0 && cum_d > span {
             // Acknowledges PSNs never sent: corrupt or foreign; ignore it.
             ctx.stats.rx_bad_ack += 1;
@@ -88,7 +94,7 @@ impl Peer {
             self.tx.delivered_at = now;
             self.tx.last_progress = now;
             self.tx.advance_una();
-            self.feed_controller(now, ack, acked_bytes, rate);
+            self.feed_controller(now, ack, acked_bytes, rate, recent_lazy);
         }
         self.settle_stall_probe(ctx, now, acked_bytes > 0);
         self.check_tail_ask(ctx, now);
@@ -125,6 +131,7 @@ impl Peer {
         ack: &AckRepr,
         acked_bytes: u64,
         rate: Option<(u64, Instant)>,
+        recent_lazy: bool,
     ) {
         let mut s = AckSample {
             acked_bytes,
@@ -134,7 +141,10 @@ impl Peer {
             // was lost, not a hold: taken as one, a lost ack then a
             // probe's answer 30 ms later made every later timeout wait
             // 30 ms more, doubling (`sim_dead_link`).
-            peer_delay_ns: if ack.repeat {
+            // Nor is a lazy hold (flag LAZY), which the receiver chose: taken
+            // as one, it made the window cover 500 us more and every
+            // timeout wait that much longer for a second.
+            peer_delay_ns: if ack.repeat || recent_lazy {
                 0
             } else {
                 u64::from(ack.delay_us) * 1000
@@ -244,6 +254,7 @@ impl Peer {
             delivered_at: slot.delivered_at,
             first_sent: slot.first_sent,
             first_path: slot.first_path,
+            lazy: slot.lazy && slot.sends == 1,
         };
         let buf = core::mem::take(&mut slot.buf);
         ctx.pool.give(buf);
@@ -300,7 +311,10 @@ impl Peer {
             // round trip may lower the min RTT (which sets the window and
             // tells queueing from not): clamped to 1 ns, one made the min
             // RTT 1 ns and every RTT look like congestion.
-            if elapsed > delay {
+            // A lazy packet other than `recent` may have been held far
+            // longer than `recent` (up to the lazy hold): its bound says
+            // nothing of its path.
+            if elapsed > delay && (recent || !a.lazy) {
                 let sample = elapsed - delay;
                 p.on_rtt(sample, 2 * delay <= elapsed);
                 self.paths.adapt_weight(usize::from(a.path), now);

@@ -118,6 +118,8 @@ pub struct Srd {
     extra_turn: (u32, Instant),
     /// Datagrams ever queued (see `queued_total`).
     queued_total: u64,
+    /// The next send call's datagrams are lazy (`Datagrams::set_lazy`).
+    lazy_next: bool,
     /// Keys, our nonce and the stateless replies (see `session.rs`).
     sess: session::Sessions,
     /// Most peers a remote handshake may add (`Config::max_peers`).
@@ -165,6 +167,9 @@ impl Srd {
             max_payload,
             ack_delay_ns: cfg.ack_delay.as_nanos() as u64,
             ack_soon_ns: cfg.ack_soon.min(cfg.ack_delay).as_nanos() as u64,
+            ack_lazy_ns: (cfg.ack_lazy.as_nanos() as u64)
+                .min(cfg.min_rto.as_nanos() as u64 / 2)
+                .max(cfg.ack_delay.as_nanos() as u64),
             max_host_delay_ns: cfg.max_host_delay.as_nanos() as u64,
             ack_every: cfg.ack_every.max(1),
             min_rto_ns: (cfg.min_rto.as_nanos() as u64).max(1),
@@ -207,6 +212,7 @@ impl Srd {
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
+            lazy_next: false,
             p,
             peers: Vec::new(),
             by_addr: FastMap::default(),
@@ -611,7 +617,8 @@ impl Datagrams for Srd {
         len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), SendError> {
-        self.queue(peer, token, len, fill, Deferred::default())
+        let lazy = core::mem::take(&mut self.lazy_next);
+        self.queue(peer, token, len, fill, Deferred::default(), lazy)
     }
 
     fn supports_body(&self) -> bool {
@@ -624,6 +631,10 @@ impl Datagrams for Srd {
         }
     }
 
+    fn set_lazy(&mut self) {
+        self.lazy_next = true;
+    }
+
     fn send_with_body(
         &mut self,
         peer: PeerId,
@@ -632,7 +643,8 @@ impl Datagrams for Srd {
         fill: &mut dyn FnMut(&mut [u8]),
         body: Deferred,
     ) -> Result<(), SendError> {
-        self.queue(peer, token, head_len, fill, body)
+        let lazy = core::mem::take(&mut self.lazy_next);
+        self.queue(peer, token, head_len, fill, body, lazy)
     }
 
     fn send_run(
@@ -650,7 +662,8 @@ impl Datagrams for Srd {
 
 impl Srd {
     /// Queue a datagram: `head_len` bytes from `fill` now, `body` supplied at
-    /// each transmission (see `Datagrams::send_with_body`).
+    /// each transmission (see `Datagrams::send_with_body`); `lazy`: no
+    /// completion waits on its ack (`Datagrams::set_lazy`).
     fn queue(
         &mut self,
         peer: PeerId,
@@ -658,6 +671,7 @@ impl Srd {
         head_len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
         body: Deferred,
+        lazy: bool,
     ) -> Result<(), SendError> {
         let len = head_len.saturating_add(body.len);
         let i = self.may_queue(peer, len)?;
@@ -670,7 +684,7 @@ impl Srd {
         };
         self.wake_for_send(i);
         let inline = buf.is_empty();
-        let slot = self.peers[i].tx.push_queued(token, len, body, buf);
+        let slot = self.peers[i].tx.push_queued(token, len, body, buf, lazy);
         if inline {
             fill(&mut slot.head[..head_len]);
         }
@@ -689,12 +703,19 @@ impl Srd {
         fill: &mut dyn FnMut(usize, &mut [u8]),
         body: &mut dyn FnMut(usize) -> Deferred,
     ) -> Result<usize, SendError> {
+        let lazy = core::mem::take(&mut self.lazy_next);
         if count == 0 {
             return Ok(0);
         }
         if head_len > tx::HEAD_INLINE {
             // Heads in pool buffers: one at a time.
-            return crate::dgram::send_each(self, peer, token, head_len, count, fill, body);
+            for k in 0..count {
+                let r = self.queue(peer, token, head_len, &mut |b| fill(k, b), body(k), lazy);
+                if let Err(e) = r {
+                    return if k == 0 { Err(e) } else { Ok(k) };
+                }
+            }
+            return Ok(count);
         }
         let mut next = body(0);
         let i = self.may_queue(peer, head_len.saturating_add(next.len))?;
@@ -709,7 +730,7 @@ impl Srd {
         loop {
             let slot = peer
                 .tx
-                .push_queued(token, head_len + next.len, next, Vec::new());
+                .push_queued(token, head_len + next.len, next, Vec::new(), lazy);
             fill(n, &mut slot.head[..head_len]);
             n += 1;
             if n == count || !below_queue_limit(peer.tx.outstanding(), window, max_payload as u64) {

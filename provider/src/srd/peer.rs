@@ -43,6 +43,8 @@ pub struct Params {
     pub ack_delay_ns: u64,
     /// Ack hold after a DATA packet without MORE, ns (`Config::ack_soon`).
     pub ack_soon_ns: u64,
+    /// Ack hold after LAZY DATA, ns (`Config::ack_lazy`).
+    pub ack_lazy_ns: u64,
     /// Most receiver hold time the congestion window covers, ns.
     pub max_host_delay_ns: u64,
     /// Ack after this many data packets.
@@ -159,6 +161,8 @@ pub struct Peer {
     pub rx_last_data: Option<Instant>,
     /// When the latest DATA packet left.
     pub last_data_sent: Instant,
+    /// That packet was flagged LAZY: its ack may come `ack_lazy_ns` late.
+    pub last_data_lazy: bool,
     /// The layer above holds more for this peer than our queue took
     /// (`Datagrams::set_backlog`): DATA carries MORE even when our queue
     /// runs dry.
@@ -279,6 +283,7 @@ impl Peer {
             rttvar_ns: 0,
             rx_last_data: None,
             last_data_sent: Instant::ZERO,
+            last_data_lazy: false,
             backlog: false,
             pacing_tokens: 0,
             flowlet_memo: (0, 1),

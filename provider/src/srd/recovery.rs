@@ -269,6 +269,16 @@ impl Peer {
         t.next()
     }
 
+    /// How long the receiver may hold the ack of our latest DATA, ns: its
+    /// lazy hold if that packet was flagged LAZY, else its ack delay.
+    fn tail_hold_ns(&self, p: &Params) -> u64 {
+        if self.last_data_lazy {
+            p.ack_lazy_ns
+        } else {
+            p.ack_delay_ns
+        }
+    }
+
     /// Tail-loss probe wait after the latest send, ns, with back-off.
     fn pto_ns(&self, p: &Params) -> u64 {
         // Far sooner than the RTO when the RTT is known, so a lost last
@@ -276,15 +286,18 @@ impl Peer {
         // twice the wait) covers a lost first one.
         let base = if self.srtt_ns == 0 {
             // Stretched like the RTO, so the losers of a first burst
-            // do not all come back at the same instant.
-            UNSAMPLED_PTO_NS + UNSAMPLED_PTO_NS / 100 * self.recovery.rto_jitter_pct
+            // do not all come back at the same instant; plus a lazy hold
+            // beyond the ack delay.
+            UNSAMPLED_PTO_NS
+                + UNSAMPLED_PTO_NS / 100 * self.recovery.rto_jitter_pct
+                + (self.tail_hold_ns(p) - p.ack_delay_ns)
         } else if self.tx.pkts_in_flight > 2 {
             // A whole flight going silent is a receiver off the CPU far
             // more often than a lost tail: wait out its usual hold (its
             // later acks would reveal a real loss anyway).
-            2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns.max(self.cc.host_delay())
+            2 * self.srtt_ns + 4 * self.rttvar_ns + self.tail_hold_ns(p).max(self.cc.host_delay())
         } else {
-            2 * self.srtt_ns + 4 * self.rttvar_ns + p.ack_delay_ns
+            2 * self.srtt_ns + 4 * self.rttvar_ns + self.tail_hold_ns(p)
         };
         let base = if self.fan_in_limited() {
             base.max(FAN_IN_TLP_MINS * p.min_rto_ns)
@@ -474,8 +487,13 @@ impl Peer {
                 // sample from a descheduled host (ms where the fabric takes
                 // µs) makes a path look slow: a copy at once was a duplicate
                 // (70 of 1305 packets of an IMB PingPong across two hosts).
-                let late_at =
-                    self.tx.slot(psn).sent + Duration::from_nanos(median + ctx.p.ack_delay_ns);
+                let slot = self.tx.slot(psn);
+                let hold = if slot.lazy {
+                    ctx.p.ack_lazy_ns
+                } else {
+                    ctx.p.ack_delay_ns
+                };
+                let late_at = slot.sent + Duration::from_nanos(median + hold);
                 if now < late_at {
                     let at = self
                         .timers

@@ -822,8 +822,13 @@ impl Srd {
                     Arrival::New => {
                         let was_active = peer.rx_active(now);
                         peer.rx_last_data = Some(now);
-                        peer.rx
-                            .count_new(h.flags & flags::ACK_NOW != 0, h.flags & flags::MORE != 0);
+                        // A LAZY flight end does not end the `ack_every`
+                        // rule: no completion waits on its ack, but its
+                        // sender's window may (a burst of small injects,
+                        // each its own flight end as it leaves, stalled for
+                        // the lazy hold once per window).
+                        let more = h.flags & (flags::MORE | flags::LAZY) != 0;
+                        peer.rx.count_new(h.flags & flags::ACK_NOW != 0, more);
                         // The last packet its sender had queued: it may wait
                         // on this ack to complete a send, so hold it only
                         // `ack_soon` (a prompt reply still carries it). Not
@@ -834,8 +839,21 @@ impl Srd {
                         // (`sim_incast_sched`) retransmission timeouts. A
                         // few senders at once (an MPI exchange among 4
                         // ranks) keep it.
+                        // LAZY: no completion waits on it (an inject), so
+                        // the ack may wait longer still, for the next
+                        // message to this peer to carry it: in a
+                        // collective's exchanges that message comes within
+                        // a step or two, and a pure ACK costs both hosts a
+                        // system call (7 a rank per 4 KiB Alltoall among 4
+                        // ranks on 2 CPUs, a third of its time). Not while
+                        // the sender's credit still ramps (a young peer is
+                        // granted one packet more per packet received):
+                        // its next packets wait for this ack's grant.
                         let light = ctx.credit >= ctx.p.ack_every.min(u32::from(u16::MAX)) as u16;
-                        let hold = if h.flags & flags::MORE == 0 && light {
+                        let ramped = peer.rx.received >= ctx.p.credit_budget;
+                        let hold = if h.flags & flags::LAZY != 0 && light && ramped {
+                            ctx.p.ack_lazy_ns
+                        } else if h.flags & flags::MORE == 0 && light {
                             peer.reply_hold(ctx.p, now)
                         } else {
                             ctx.p.ack_delay_ns

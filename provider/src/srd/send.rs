@@ -497,6 +497,12 @@ impl Peer {
         slot.sends += 1;
         slot.delivered = delivered;
         slot.delivered_at = delivered_at;
+        // A resend asks for the usual ack: it repairs a loss, and the
+        // loss timers of its copy wait for no lazy hold.
+        let lazy = slot.lazy && slot.sends == 1;
+        if lazy {
+            h.flags |= flags::LAZY;
+        }
         let len = slot.len;
         self.paths.paths[usize::from(path)].on_sent(len as u64, slot.sends > 1);
         h.payload_len = len as u16;
@@ -527,6 +533,7 @@ impl Peer {
                 > u128::from(FIRST_FLIGHT_QUIET_NS);
         }
         self.last_data_sent = now;
+        self.last_data_lazy = lazy;
         self.tx.bytes_in_flight += len as u64;
         self.tx.pkts_in_flight += 1;
         self.pacing_tokens -= len as i64;

@@ -64,6 +64,10 @@ pub struct Slot {
     pub first_path: (u8, u64),
     /// Transmissions so far.
     pub sends: u32,
+    /// No completion waits on its ack (`Datagrams::set_lazy`): its first
+    /// transmission is flagged LAZY and the receiver may hold the ack up
+    /// to `Params::ack_lazy_ns`, which the loss timers then allow for.
+    pub lazy: bool,
     /// Peer's `delivered` bytes when this was sent (rate sampling).
     pub delivered: u64,
     /// Time of that `delivered` value.
@@ -105,6 +109,7 @@ impl Slot {
             first_sent: Instant::ZERO,
             first_path: (0, 0),
             sends: 0,
+            lazy: false,
             delivered: 0,
             delivered_at: Instant::ZERO,
         }
@@ -226,6 +231,7 @@ impl Tx {
         len: usize,
         body: Deferred,
         buf: Vec<u8>,
+        lazy: bool,
     ) -> &mut Slot {
         let psn = self.next_psn;
         let s = self.slot_new();
@@ -235,6 +241,7 @@ impl Tx {
         s.len = len;
         s.body = body;
         s.sends = 0;
+        s.lazy = lazy;
         self.next_psn = psn.wrapping_add(1);
         let i = self.index(psn);
         &mut self.slots[i]

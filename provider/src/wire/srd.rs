@@ -116,8 +116,12 @@ pub mod flags {
     /// `recent` packet, so `delay_us` is that packet's age, not how long
     /// the receiver held it (an RTT sample still, not a hold sample).
     pub const ACK_REPEAT: u8 = 0x10;
+    /// DATA: no completion waits on this packet's ack (an inject the
+    /// application asked no counter for): the receiver may hold the ack up
+    /// to its lazy hold (`Config::ack_lazy`) for a reply to carry it.
+    pub const LAZY: u8 = 0x20;
     /// Bits that are defined; the others must be zero.
-    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE | MAC | ACK_REPEAT;
+    pub const KNOWN: u8 = ACK_PRESENT | ACK_NOW | RETRANSMIT | MORE | MAC | ACK_REPEAT | LAZY;
 }
 
 /// A checked view over the bytes of one SRD packet.

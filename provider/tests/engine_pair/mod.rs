@@ -54,6 +54,7 @@ pub fn post(sim: &mut Sim<Node>, from: usize, to: PeerId, back: PeerId, len: usi
             context: r,
             report: true,
             delivery_complete: true,
+            lazy: false,
         })
         .unwrap();
 }

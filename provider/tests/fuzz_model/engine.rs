@@ -209,6 +209,7 @@ impl Model {
             context: id as u64,
             report: true,
             delivery_complete: len.is_multiple_of(3),
+            lazy: len.is_multiple_of(5),
         };
         match self.sim.nodes[from].e.post_send(op) {
             Ok(()) => {}

@@ -308,6 +308,7 @@ pub fn sop(to: usize, buf: Vec<u8>, tag: Option<u64>, context: u64) -> SendOp<Ve
         context,
         report: true,
         delivery_complete: false,
+        lazy: false,
     }
 }
 
