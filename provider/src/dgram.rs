@@ -120,23 +120,22 @@ pub trait Datagrams {
         fill: &mut dyn FnMut(usize, &mut [u8]),
         body: &mut dyn FnMut(usize) -> Deferred,
     ) -> Result<usize, SendError> {
-        send_each(self, peer, token, head_len, count, fill, body)
+        send_each(count, |k| {
+            self.send_with_body(peer, token, head_len, &mut |b| fill(k, b), body(k))
+        })
     }
 }
 
-/// `Datagrams::send_run` one `send_with_body` at a time (its default).
-fn send_each<D: Datagrams + ?Sized>(
-    dg: &mut D,
-    peer: PeerId,
-    token: u64,
-    head_len: usize,
+/// A run's datagrams `0..count` one at a time with `send_one`, stopping at
+/// the first that fails: how many were queued, the error only when none
+/// was (`Datagrams::send_run`'s default, and the SRD's way for heads too
+/// long to keep inline).
+pub(crate) fn send_each(
     count: usize,
-    fill: &mut dyn FnMut(usize, &mut [u8]),
-    body: &mut dyn FnMut(usize) -> Deferred,
+    mut send_one: impl FnMut(usize) -> Result<(), SendError>,
 ) -> Result<usize, SendError> {
     for k in 0..count {
-        let r = dg.send_with_body(peer, token, head_len, &mut |b| fill(k, b), body(k));
-        if let Err(e) = r {
+        if let Err(e) = send_one(k) {
             return if k == 0 { Err(e) } else { Ok(k) };
         }
     }

@@ -709,13 +709,9 @@ impl Srd {
         }
         if head_len > tx::HEAD_INLINE {
             // Heads in pool buffers: one at a time.
-            for k in 0..count {
-                let r = self.queue(peer, token, head_len, &mut |b| fill(k, b), body(k), lazy);
-                if let Err(e) = r {
-                    return if k == 0 { Err(e) } else { Ok(k) };
-                }
-            }
-            return Ok(count);
+            return crate::dgram::send_each(count, |k| {
+                self.queue(peer, token, head_len, &mut |b| fill(k, b), body(k), lazy)
+            });
         }
         let mut next = body(0);
         let i = self.may_queue(peer, head_len.saturating_add(next.len))?;
