@@ -30,8 +30,12 @@ RSH_AGENT=$REPO/scripts/netns-rsh
 export SPRAY_HOSTS_PREFIX=${SPRAY_HOSTS_PREFIX:-sprh-}
 # MPI_YIELD=1: ranks waiting for a message give their CPU away (sched_yield) instead of
 # spinning through their time slice: OpenMPI mpi_yield_when_idle 1, Intel MPI
-# I_MPI_THREAD_YIELD=3 (sched_yield) after I_MPI_SPIN_COUNT=10 polls; MPICH already yields
-# after MPIR_CVAR_POLLS_BEFORE_YIELD (1000) polls. What a real oversubscribed node wants: the
+# I_MPI_THREAD_YIELD=2 (sched_yield) after I_MPI_SPIN_COUNT=10 polls; MPICH already yields
+# after MPIR_CVAR_POLLS_BEFORE_YIELD (1000) polls (strace of a waiting rank: OpenMPI 5 and
+# MPICH call sched_yield; Intel MPI calls sched_yield with I_MPI_THREAD_YIELD=2 and
+# clock_nanosleep(0) with 3, which sleeps out the 50 us timer slack: with 3 both CPUs sat
+# 21 % idle through spray's IMB Allreduce of 64 KiB across 4 hosts, 630-740 us a call against
+# 320-340 with 2; tcp 260-370 against 175-190). What a real oversubscribed node wants: the
 # namespace hosts share this machine's CPUs, which no MPI can see (OpenMPI turns it on by
 # itself when it knows it has more ranks than slots). Seen on 2 CPUs, 4 hosts x 1 rank: Intel
 # MPI's 4-byte IMB Allreduce 7.6-10 ms per call without, 0.23-0.27 ms with. auto (default):
@@ -161,7 +165,7 @@ mpi_launch() {
     fi
     if [ "$yield" = 1 ]; then
         yield_ompi=(--mca mpi_yield_when_idle 1)
-        yield_impi=(I_MPI_THREAD_YIELD=3 I_MPI_SPIN_COUNT=10)
+        yield_impi=(I_MPI_THREAD_YIELD=2 I_MPI_SPIN_COUNT=10)
     fi
     # hosts mode: slots per host, and the launchers' remote-start and placement options
     local slots=$(((np + nh - 1) / (nh > 0 ? nh : 1))) hostopts_ompi=() hostopts_hydra=() ompi_hosts
