@@ -175,6 +175,9 @@ pub struct Peer {
     pub flowlet_memo: (u64, u32),
     /// When the tokens were last refilled.
     pub pacing_at: Instant,
+    /// The first flight, bytes (the window's floor): what the pacing
+    /// bucket holds where the rate sends it quickly (see `paced_until`).
+    pub pacing_burst: u64,
     /// Sender: a credit probe (PROBE with MORE) must go out: we hold data,
     /// nothing is in flight and the receiver's grant is 0.
     pub credit_probe_due: bool,
@@ -288,6 +291,7 @@ impl Peer {
             pacing_tokens: 0,
             flowlet_memo: (0, 1),
             pacing_at: Instant::ZERO,
+            pacing_burst: flight,
             credit_probe_due: false,
             credit_probes: 0,
             credit_heard_at: Instant::ZERO,
