@@ -7,8 +7,9 @@
 //! flowlet to the kernel in one. Intel MPI's Alltoall of 64 KiB among 4 hosts
 //! on 2 CPUs made three quarters of its send calls for single DATA packets.
 //!
-//! Two engines over 4 links of 40 MB/s each: after a few 64 KiB exchanges the
-//! sender's pacing rate is far below what would send 48 packets in 100 us.
+//! Two engines over 4 links of 100 MB/s each: after a few 64 KiB exchanges the
+//! sender's pacing rate sends 48 packets in more than 100 us (but less than
+//! the 200 us a burst from idle may take at once).
 //! After a pause (tokens refill), a 64 KiB message must leave whole at the
 //! instant it is posted. Where the window would let a larger message go
 //! whole (long round trips), pacing must still bound its first burst to the
@@ -22,11 +23,15 @@ use spray::{Config, Engine, EpMode, PeerId};
 
 type Node = Engine<Vec<u8>>;
 
-/// Link rate, bytes/s (320 Mbit/s).
-const LINK_BYTES_PER_SEC: u64 = 40_000_000;
+/// Link rate, bytes/s (800 Mbit/s).
+const LINK_BYTES_PER_SEC: u64 = 100_000_000;
 const MSG: usize = 64 << 10;
 
 fn net(seed: u64, delay: Duration) -> Sim<Node> {
+    net_lossy(seed, delay, 0.0)
+}
+
+fn net_lossy(seed: u64, delay: Duration, loss: f64) -> Sim<Node> {
     let nodes = (0..2)
         .map(|i| {
             let mut c = Config::new(EpMode::Rdm, addr(i));
@@ -39,6 +44,7 @@ fn net(seed: u64, delay: Duration) -> Sim<Node> {
         .collect();
     let mut link = LinkSpec::ideal(delay);
     link.bandwidth = LINK_BYTES_PER_SEC;
+    link.loss = loss;
     Sim::new(seed, nodes, vec![link; 4])
 }
 
@@ -108,12 +114,12 @@ fn a_first_flight_message_is_not_paced_packet_by_packet() {
     }
     let rate = sim.nodes[0].peer_stats()[0].pacing_rate_bps;
     let packets = MSG.div_ceil(1472 - 96);
-    // The test means something only where 100 us at the pacing rate is well
-    // short of the message (and above 16 packets' worth of bytes it would
-    // be the old rule's bucket).
+    // The test means something only where the bucket a busy flow gets (16
+    // packets or 100 us at the pacing rate) is short of the message.
+    let message_bytes = packets as u64 * (1472 - 96);
     assert!(
-        rate > 0 && rate / 10_000 < (MSG as u64) / 2,
-        "pacing rate {rate} B/s: 100 us of it is no less than half the message"
+        rate > 0 && rate / 10_000 < message_bytes && 16 * (1472 - 96) < message_bytes,
+        "pacing rate {rate} B/s: 100 us of it holds the whole message"
     );
     let pause = sim.now + Duration::from_millis(5);
     sim.run_until(pause, |_| false);
@@ -159,6 +165,37 @@ fn a_burst_beyond_the_bucket_is_still_paced() {
     assert!(
         (n as u64) * 1376 <= bucket + 1376,
         "{n} packets left at once: more than the pacing bucket of {bucket} B"
+    );
+    wait(&mut sim, 1, 1);
+    wait(&mut sim, 0, 1);
+}
+
+#[test]
+fn no_whole_flight_from_idle_right_after_a_loss() {
+    // The first test's exchanges, over links that drop 3 % of packets: the
+    // pause after them is shorter than the quiet time a loss must be behind
+    // us, so the bucket stays at 16 packets or 100 us at the rate.
+    let mut sim = net_lossy(0x1055, Duration::from_micros(20), 0.03);
+    let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
+    for r in 0..30 {
+        post(&mut sim, 0, p01, p10, MSG, r);
+        wait(&mut sim, 1, 1);
+        post(&mut sim, 1, p10, p01, MSG, r);
+        wait(&mut sim, 0, 2);
+        wait(&mut sim, 1, 1);
+    }
+    let stats = &sim.nodes[0].peer_stats()[0];
+    let (rate, lost) = (stats.pacing_rate_bps, stats.lost);
+    assert!(lost > 0, "no loss: the test shows nothing");
+    let pause = sim.now + Duration::from_millis(2);
+    sim.run_until(pause, |_| false);
+    post(&mut sim, 0, p01, p10, MSG, 99);
+    let n = burst_now(&mut sim);
+    let bucket = (16 * 1376u64).max(rate / 10_000);
+    println!("pacing rate {rate} B/s, {lost} lost; {n} packets left at once (bucket {bucket} B)");
+    assert!(
+        (n as u64) * 1376 <= bucket + 1376,
+        "{n} packets left at once right after losses: more than the busy bucket of {bucket} B"
     );
     wait(&mut sim, 1, 1);
     wait(&mut sim, 0, 1);

@@ -178,6 +178,8 @@ pub struct Peer {
     /// The first flight, bytes (the window's floor): what the pacing
     /// bucket holds where the rate sends it quickly (see `paced_until`).
     pub pacing_burst: u64,
+    /// When a packet of ours was last declared lost (not a probe).
+    pub lost_at: Instant,
     /// Sender: a credit probe (PROBE with MORE) must go out: we hold data,
     /// nothing is in flight and the receiver's grant is 0.
     pub credit_probe_due: bool,
@@ -292,6 +294,7 @@ impl Peer {
             flowlet_memo: (0, 1),
             pacing_at: Instant::ZERO,
             pacing_burst: flight,
+            lost_at: Instant::ZERO,
             credit_probe_due: false,
             credit_probes: 0,
             credit_heard_at: Instant::ZERO,

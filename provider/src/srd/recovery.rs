@@ -430,6 +430,7 @@ impl Peer {
             return;
         }
         self.tx.retx.push_back(psn);
+        self.lost_at = now;
         self.paths.touch();
         self.paths.paths[path].on_lost(now, rtt);
         self.cc.on_loss(now, len);
