@@ -176,31 +176,33 @@ impl Peer {
 
     /// Refill pacing tokens; returns the release time if new data must wait.
     ///
-    /// The bucket holds 16 packets or 100 us at the pacing rate; and when a
+    /// The bucket holds 16 packets or 100 us at the pacing rate. When a
     /// burst starts with nothing in flight (a message after a pause: a
-    /// ping-pong, a collective's next exchange), the first flight
-    /// (`pacing_burst`: 64 packets or 128 KiB, the window's floor, 88 KiB at
-    /// MTU 1500), which the window already lets go without an ack, as far as
-    /// `FLIGHT_BURST_NS` at the rate carries it, and unless a packet was
-    /// lost in the last `LOSS_QUIET_NS`. Paced more
-    /// finely, such a message left its first 16 packets at once and the rest
-    /// one packet at a time as tokens came in, a send call each: Intel MPI's
-    /// Alltoall of 64 KiB among 4 hosts on 2 CPUs made three quarters of its
-    /// send calls for single DATA packets (12 900 a rank per run against 306
-    /// whole flowlets), pacing at a rate its application-limited exchanges
-    /// keep low. Not for a flow that waits for acks with data queued: there
-    /// tokens gather while the window is full, and a bucket that size let a
-    /// burst onto a slow path each time the window opened (`sim_badpath`,
-    /// one link 10x slower: 1.29x the ideal completion against 1.15x). Nor
-    /// at a rate that would take longer than `FLIGHT_BURST_NS` to send it:
-    /// through the 500 Mbit/s downlinks and 64 KiB buffers of the incast
-    /// testbed (3 senders a receiver, each paced near its share of the
-    /// link), whole flights from idle overflowed the buffer: tail probes a
-    /// run 244-281 -> 628-767, and a retransmission timeout. Nor where
-    /// packets were lost lately: with the 200 us bound, the incast testbed
-    /// still saw a timeout in 1 of 9 runs (none in 9 without the bonus); its
-    /// buffers drop a packet every few ms, a fabric that holds no queue
-    /// none.
+    /// ping-pong, a collective's next exchange) it also holds the first
+    /// flight (`pacing_burst`: 64 packets or 128 KiB, the window's floor,
+    /// 88 KiB at MTU 1500), which the window already lets go without an ack,
+    /// as far as `FLIGHT_BURST_NS` at the rate carries it and unless a packet
+    /// was declared lost in the last `LOSS_QUIET_NS`.
+    ///
+    /// Paced more finely, such a message left its first 16 packets at once
+    /// and the rest one packet at a time as tokens came in, a send call
+    /// each: Intel MPI's Alltoall of 64 KiB among 4 hosts on 2 CPUs made
+    /// three quarters of its send calls for single DATA packets (12 900 a
+    /// rank per run against 306 whole flowlets), pacing at a rate its
+    /// application-limited exchanges keep low. The bounds:
+    /// - nothing in flight: a flow that waits for acks with data queued
+    ///   gathers tokens while its window is full, and a bucket that size let
+    ///   a burst onto a slow path each time the window opened (`sim_badpath`,
+    ///   one link 10x slower: 1.29x the ideal completion against 1.15x);
+    /// - `FLIGHT_BURST_NS`: through the 500 Mbit/s downlinks and 64 KiB
+    ///   buffers of the incast testbed (3 senders a receiver, each paced near
+    ///   its share of the link) whole flights from idle overflowed the
+    ///   buffer: tail probes a run 244-281 -> 628-767, and a retransmission
+    ///   timeout;
+    /// - `LOSS_QUIET_NS`: with the rate bound alone that testbed still saw a
+    ///   timeout in 1 of 9 runs (none in 9 without the bonus); its buffers
+    ///   drop a packet every few ms, where a fabric that queues nothing
+    ///   drops none.
     fn paced_until(&mut self, now: Instant, mss: u64) -> Option<Instant> {
         let rate = self.cc.pacing_rate()?.max(1);
         let mut burst = (16 * mss).max(rate / 10_000); // 16 packets or 100 µs
