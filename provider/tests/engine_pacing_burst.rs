@@ -1,19 +1,21 @@
-//! A message of the first flight's size leaves at once, whatever the pacing
-//! rate. The window lets such a message (64 KiB at MTU 1500) go without an
-//! ack; the pacing bucket held only 16 packets or 100 us at the pacing rate,
-//! so at a rate an application-limited exchange keeps low, the rest of the
-//! message left one packet at a time as tokens came in: a send call (and on
-//! the receiving host a receive) per packet, where the driver hands a whole
+//! A message of the first flight's size leaves at once after a pause, where
+//! the pacing rate sends it within 200 us and nothing was lost lately. The
+//! window lets such a message (64 KiB at MTU 1500) go without an ack; the
+//! pacing bucket held only 16 packets or 100 us at the pacing rate, so at a
+//! rate an application-limited exchange keeps low, the rest of the message
+//! left one packet at a time as tokens came in: a send call (and on the
+//! receiving host a receive) per packet, where the driver hands a whole
 //! flowlet to the kernel in one. Intel MPI's Alltoall of 64 KiB among 4 hosts
 //! on 2 CPUs made three quarters of its send calls for single DATA packets.
 //!
 //! Two engines over 4 links of 100 MB/s each: after a few 64 KiB exchanges the
 //! sender's pacing rate sends 48 packets in more than 100 us (but less than
-//! the 200 us a burst from idle may take at once).
-//! After a pause (tokens refill), a 64 KiB message must leave whole at the
-//! instant it is posted. Where the window would let a larger message go
-//! whole (long round trips), pacing must still bound its first burst to the
-//! bucket: the floor sizes a burst, it does not turn pacing off.
+//! the 200 us a burst from idle may take at once). After a pause (tokens
+//! refill), a 64 KiB message must leave whole at the instant it is posted;
+//! over links that drop packets, right after losses, it must not. Where the
+//! window would let a larger message go whole (long round trips), pacing must
+//! still bound its first burst to the bucket: the floor sizes a burst, it does
+//! not turn pacing off.
 
 use core::time::Duration;
 
