@@ -19,11 +19,11 @@
 
 use core::time::Duration;
 
-use spray::msg::{RecvFlags, RecvOp, SendOp};
+mod engine_pair;
+
+use engine_pair::{post, wait, Node};
 use spray::sim::{addr, LinkSpec, Sim};
 use spray::{Config, Engine, EpMode, PeerId};
-
-type Node = Engine<Vec<u8>>;
 
 /// Link rate, bytes/s (800 Mbit/s).
 const LINK_BYTES_PER_SEC: u64 = 100_000_000;
@@ -50,42 +50,14 @@ fn net_lossy(seed: u64, delay: Duration, loss: f64) -> Sim<Node> {
     Sim::new(seed, nodes, vec![link; 4])
 }
 
-fn post(sim: &mut Sim<Node>, from: usize, to: PeerId, back: PeerId, len: usize, r: u64) {
-    sim.nodes[1 - from]
-        .post_recv(RecvOp {
-            src: Some(back),
-            buf: vec![0; len],
-            tag: Some((9, 0)),
-            context: r,
-            flags: RecvFlags::default(),
-            report: true,
-        })
-        .unwrap();
-    sim.nodes[from]
-        .post_send(SendOp {
-            peer: to,
-            buf: vec![r as u8; len],
-            tag: Some(9),
-            data: None,
-            context: r,
-            report: true,
-            delivery_complete: true,
-            lazy: false,
-        })
-        .unwrap();
-}
-
-fn wait(sim: &mut Sim<Node>, i: usize, n: usize) {
-    let limit = sim.now + Duration::from_secs(2);
-    let mut got = 0;
-    while got < n {
-        while let Some(c) = sim.nodes[i].poll_completion() {
-            assert!(c.error.is_none(), "{c:?}");
-            got += 1;
-        }
-        if got < n {
-            assert!(sim.step(limit), "node {i} stalled");
-        }
+/// Ping-pongs of 64 KiB: the rate estimate of an application-limited exchange.
+fn exchange(sim: &mut Sim<Node>, p01: PeerId, p10: PeerId, rounds: u64) {
+    for r in 0..rounds {
+        post(sim, 0, p01, p10, MSG, r);
+        wait(sim, 1, 1);
+        post(sim, 1, p10, p01, MSG, r);
+        wait(sim, 0, 2);
+        wait(sim, 1, 1);
     }
 }
 
@@ -107,13 +79,7 @@ fn burst_now(sim: &mut Sim<Node>) -> usize {
 fn a_first_flight_message_is_not_paced_packet_by_packet() {
     let mut sim = net(0x9aceb0, Duration::from_micros(20));
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
-    for r in 0..30 {
-        post(&mut sim, 0, p01, p10, MSG, r);
-        wait(&mut sim, 1, 1);
-        post(&mut sim, 1, p10, p01, MSG, r);
-        wait(&mut sim, 0, 2);
-        wait(&mut sim, 1, 1);
-    }
+    exchange(&mut sim, p01, p10, 30);
     let rate = sim.nodes[0].peer_stats()[0].pacing_rate_bps;
     let packets = MSG.div_ceil(1472 - 96);
     // The test means something only where the bucket a busy flow gets (16
@@ -179,13 +145,7 @@ fn no_whole_flight_from_idle_right_after_a_loss() {
     // us, so the bucket stays at 16 packets or 100 us at the rate.
     let mut sim = net_lossy(0x1055, Duration::from_micros(20), 0.03);
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
-    for r in 0..30 {
-        post(&mut sim, 0, p01, p10, MSG, r);
-        wait(&mut sim, 1, 1);
-        post(&mut sim, 1, p10, p01, MSG, r);
-        wait(&mut sim, 0, 2);
-        wait(&mut sim, 1, 1);
-    }
+    exchange(&mut sim, p01, p10, 30);
     let stats = &sim.nodes[0].peer_stats()[0];
     let (rate, lost) = (stats.pacing_rate_bps, stats.lost);
     assert!(lost > 0, "no loss: the test shows nothing");
