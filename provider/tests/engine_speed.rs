@@ -28,9 +28,14 @@ fn speed_batch(debug: u64, release: u64) -> u64 {
         })
 }
 
-/// An engine on 127.0.0.1:`port` with 1472-byte datagrams (MTU 1500).
+/// An engine on 198.18.x.2:`port` with 1472-byte datagrams (MTU 1500).
 fn mtu_engine(port: u16, nonce: u64) -> (Engine<Vec<u8>>, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // Each engine a host of its own (the port's hundreds), as across the
+    // ECMP fabric: its peer gets `Config::paths` paths, not the one of a
+    // peer on the same host.
+    let addr: SocketAddr = format!("198.18.{}.2:{port}", port / 100 % 256)
+        .parse()
+        .unwrap();
     let mut cfg = Config::new(EpMode::Rdm, addr);
     cfg.nonce = nonce;
     cfg.max_datagram = 1472;
