@@ -367,6 +367,12 @@ pub struct PathSet {
     /// profile of `has_room`), while within one flush (one `now`) it
     /// changes only when an ack or a loss changes a path (`touch`).
     total_cache: Option<(Instant, u64)>,
+    /// `has_room`'s last answer: at an instant, with a window, this path
+    /// had room, and had sent packets up to this `next_seq`. While no ack or
+    /// loss changed a path (`touch`) and nothing more went on that path, it
+    /// still has: the packets of one flush ask for every packet sent, and
+    /// the walk over the paths was about 100 instructions a packet.
+    room_memo: Option<RoomMemo>,
     /// Where `pick_control` looks first (the path after its last pick).
     ctl_cursor: u8,
     /// While trimmed (`compact`): each path's RTT and health, for `ensure`.
@@ -387,6 +393,15 @@ struct PathSummary {
     srtt: u16,
     /// Min RTT (`rtt_code`, 0 = none).
     min_rtt: u16,
+}
+
+/// See `PathSet::room_memo`.
+#[derive(Copy, Clone, Debug)]
+struct RoomMemo {
+    at: Instant,
+    window_bytes: u64,
+    next_seq: u64,
+    path: u8,
 }
 
 /// `PathSummary::srtt`'s bad-path bit.
@@ -442,6 +457,7 @@ impl PathSet {
             flowlet_spread: 0,
             flowlet_tight: 0,
             total_cache: None,
+            room_memo: None,
             ctl_cursor: 0,
             summary: None,
             retired_retransmits: 0,
@@ -500,6 +516,7 @@ impl PathSet {
         self.flowlet = None;
         self.median_at = None;
         self.total_cache = None;
+        self.room_memo = None;
     }
 
     /// Heap bytes of the summary a trimmed peer keeps.
@@ -589,6 +606,7 @@ impl PathSet {
             self.paths.extend((0..n).map(|_| Path::new()));
         }
         self.total_cache = None;
+        self.room_memo = None;
         self.median_at = None;
     }
 
@@ -602,6 +620,7 @@ impl PathSet {
         self.flowlet = None;
         self.median_at = None;
         self.total_cache = None;
+        self.room_memo = None;
     }
 
     /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
@@ -690,6 +709,7 @@ impl PathSet {
     /// suspect path): the next `total_rate_at` computes afresh.
     pub fn touch(&mut self) {
         self.total_cache = None;
+        self.room_memo = None;
     }
 
     /// May another packet go on `p` now? Its in-flight cap is its share of
@@ -717,12 +737,39 @@ impl PathSet {
     /// takes over, so true). Remembers the window for `pick`.
     pub fn has_room(&mut self, now: Instant, window_bytes: u64) -> bool {
         self.window_bytes = window_bytes;
+        if let Some(m) = self.room_memo {
+            if m.at == now
+                && m.window_bytes == window_bytes
+                && self.paths.get(usize::from(m.path)).map(|p| p.next_seq) == Some(m.next_seq)
+            {
+                return true;
+            }
+        }
         let total = self.total_rate_at(now);
         let mut any_usable = false;
-        for p in &self.paths {
+        // From the path after the flowlet's: the answer is the same whichever
+        // path has room, and the memo of one the flowlet does not use
+        // outlives the flowlet's packets.
+        let n = self.paths.len();
+        let start = self.flowlet.map_or(0, |(i, _)| usize::from(i) + 1);
+        let start = if start >= n { 0 } else { start };
+        for k in 0..n {
+            // (Not `% n`: a division per path.)
+            let i = if start + k >= n {
+                start + k - n
+            } else {
+                start + k
+            };
+            let p = &self.paths[i];
             if p.usable() {
                 any_usable = true;
                 if Self::path_has_room(p, now, total, window_bytes) {
+                    self.room_memo = Some(RoomMemo {
+                        at: now,
+                        window_bytes,
+                        next_seq: p.next_seq,
+                        path: i as u8,
+                    });
                     return true;
                 }
             }
@@ -907,22 +954,9 @@ impl PathSet {
             } else {
                 left
             };
-            if left > 0 && floor <= 1 {
-                // A flowlet runs past its path's in-flight cap (a rate share
-                // of the window, often less than one flowlet with many
-                // paths) unless the path is clearly slower than most: the
-                // cap is there to keep a slow path's queue short.
-                let median = self.median_srtt_at(now);
-                let p = &self.paths[usize::from(i)];
-                let slow = median.is_some_and(|m| p.srtt_ns > 2 * m);
-                let room = !slow || {
-                    let total = self.total_rate_at(now);
-                    Self::path_has_room(&self.paths[usize::from(i)], now, total, self.window_bytes)
-                };
-                if self.paths[usize::from(i)].usable() && room {
-                    self.flowlet = Some((i, left - 1));
-                    return (i, false);
-                }
+            if left > 0 && floor <= 1 && self.flowlet_goes_on(now, i) {
+                self.flowlet = Some((i, left - 1));
+                return (i, false);
             }
         }
         let (i, probe) = self.pick_with(now, None, may_probe);
@@ -942,6 +976,35 @@ impl PathSet {
             self.paths[usize::from(i)].flow = None;
         }
         (i, probe)
+    }
+
+    /// May the flowlet under way on path `i` take another packet at `now`?
+    /// It runs past its path's in-flight cap (a rate share of the window,
+    /// often less than one flowlet with many paths) unless the path is
+    /// clearly slower than most: the cap is there to keep a slow path's
+    /// queue short.
+    fn flowlet_goes_on(&mut self, now: Instant, i: u8) -> bool {
+        let median = self.median_srtt_at(now);
+        let p = &self.paths[usize::from(i)];
+        let slow = median.is_some_and(|m| p.srtt_ns > 2 * m);
+        let room = !slow || {
+            let total = self.total_rate_at(now);
+            Self::path_has_room(&self.paths[usize::from(i)], now, total, self.window_bytes)
+        };
+        self.paths[usize::from(i)].usable() && room
+    }
+
+    /// `pick_flowlet` for the next packet of the flowlet under way while
+    /// packets are in flight (`floor` 1): its path, or `None` where
+    /// `pick_flowlet` would do more than continue it (no flowlet, no packet
+    /// left in it, its path no longer fit), and then nothing changed.
+    pub fn continue_flowlet(&mut self, now: Instant) -> Option<u8> {
+        let (i, left) = self.flowlet?;
+        if left == 0 || !self.flowlet_goes_on(now, i) {
+            return None;
+        }
+        self.flowlet = Some((i, left - 1));
+        Some(i)
     }
 
     /// Pick the path for the next packet at `now`, avoiding `avoid` when
