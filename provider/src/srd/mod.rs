@@ -144,6 +144,10 @@ pub struct Srd {
     unsealed: Option<auth::MacKey>,
     /// The peers' rail addresses (`rails.rs`; empty with one rail).
     rails: rails::Rails,
+    /// The peer `poll_transmit` last took a packet from, and when: its next
+    /// call at that instant with no input handled since goes to that peer's
+    /// flowlet first (`Peer::poll_train`). Cleared by every input.
+    train: Option<(usize, Instant)>,
 }
 
 impl Srd {
@@ -209,6 +213,7 @@ impl Srd {
             auth,
             unsealed: None,
             rails: rails::Rails::default(),
+            train: None,
             pool: pool::Pool::new(max_payload),
             budget: recv::Budget::new(p.credit_budget),
             queued_total: 0,
@@ -349,6 +354,7 @@ impl Srd {
 
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.train = None;
         self.rx_last = None;
         if self.next_sweep.is_some_and(|t| t <= now) {
             self.sweep(now);
@@ -415,6 +421,9 @@ impl Srd {
             return None;
         }
         self.unsealed = None;
+        if let Some(t) = self.poll_train(now, buf) {
+            return Some(t);
+        }
         if let Some(t) = self.poll_stateless(buf) {
             return Some(t);
         }
@@ -452,6 +461,7 @@ impl Srd {
                 self.cursor = if i + 1 < n { i + 1 } else { 0 };
                 self.arm_sweep(now);
                 self.seal(i, buf, &t);
+                self.train = Some((i, now));
                 return Some(t);
             }
             // The end of this peer's burst: the timers its packets left stale.
@@ -464,6 +474,32 @@ impl Srd {
         }
         self.check_active();
         None
+    }
+
+    /// The next packet of the flowlet of the peer that sent the last one
+    /// (`train`), if that call was at `now` and nothing else may go first:
+    /// no stateless reply queued, no sweep due. The peers' turns thus go
+    /// flowlet by flowlet rather than packet by packet (the driver sends
+    /// each peer's flowlet on a path as one segmented send either way).
+    fn poll_train(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let (i, at) = self.train.take()?;
+        if at != now
+            || !self.sess.queue.is_empty()
+            || self.next_sweep.is_some_and(|t| t <= now)
+            || i >= self.peers.len()
+        {
+            return None;
+        }
+        let n = self.peers.len();
+        let (peer, mut ctx) = self.split(i);
+        ctx.stats.peer_polls += 1;
+        let t = peer.poll_train(&mut ctx, now, buf)?;
+        peer.last_active = now;
+        self.cursor = if i + 1 < n { i + 1 } else { 0 };
+        self.arm_sweep(now);
+        self.seal(i, buf, &t);
+        self.train = Some((i, now));
+        Some(t)
     }
 
     /// When `handle_timeout` must next be called (includes pacing release

@@ -550,6 +550,7 @@ impl Srd {
         seg: usize,
         f: &mut dyn FnMut(PeerId, &'a [u8]),
     ) -> usize {
+        self.train = None;
         if self.next_sweep.is_some_and(|t| t <= now) {
             return 0;
         }
@@ -686,6 +687,7 @@ impl Srd {
         from: SocketAddr,
         data: &'a [u8],
     ) -> Option<(PeerId, &'a [u8])> {
+        self.train = None;
         self.stats.rx_packets += 1;
         if self.next_sweep.is_some_and(|t| t <= now) {
             self.sweep(now);

@@ -52,7 +52,7 @@ pub(crate) struct Sessions {
     /// Stateless replies waiting: destination, bytes (tag not yet written),
     /// length and the path they leave on (the one the packet they answer
     /// named).
-    queue: VecDeque<(
+    pub(crate) queue: VecDeque<(
         SocketAddr,
         [u8; HEADER_LEN + TAG_LEN + HANDSHAKE_LEN],
         usize,
