@@ -64,13 +64,38 @@ pub struct EpSetup {
 }
 
 /// Smallest datagram (bytes) for which direct placement is on by default
-/// (`FI_SPRAY_RX_PLACE` unset). Placement peeks at a datagram's headers
-/// before receiving it, which costs a syscall where it cannot receive a batch
-/// of coalesced (GRO) packets at once: with 64 KiB loopback datagrams it
-/// pays (fi_stream 1 MiB on `lo`: 4.65-4.71 GB/s placed against 2.96-3.14
+/// (`FI_SPRAY_RX_PLACE` unset). With 64 KiB loopback datagrams it pays
+/// (fi_stream 1 MiB on `lo`: 4.65-4.71 GB/s placed against 2.96-3.14
 /// through the bounce slot), with Ethernet frames it costs (two hosts, fi_stream
 /// medians placed / not: MTU 1500 1 MiB 748 / 846 MB/s, 64 KiB 1003 / 1272;
-/// MTU 9000 1 MiB 2397 / 2651, 64 KiB 1947 / 2123).
+/// MTU 9000 1 MiB 2397 / 2651, 64 KiB 1947 / 2123; again on 42d1426, the
+/// receiver's CPU per packet placed / not, 1 MiB, medians of 5-6 alternated
+/// runs: MTU 1500 679 / 451 ns, MTU 9000 2252 / 1870 and 2567 / 2489).
+///
+/// Why, at MTU 1500 (an in-order stream takes the chained path, no peek):
+/// - The copy does not go away, it moves into the kernel. The receiver's
+///   cost of it is the destination's cache misses (a window of receive
+///   buffers larger than the cache), paid by the kernel's copy instead of
+///   ours; and the kernel's copy into [40-byte headers | 1432-byte payload]
+///   iovec pairs costs more than into one slot. Measured alone (loopback,
+///   one GRO datagram of 44 segments a `recvmsg`, per packet): into a slot
+///   60-77 ns then our copy into a 16 MiB ring 134-164; the iovec pairs
+///   into hot memory 106-124, into the ring 204-227. At best a draw.
+/// - One coalesced datagram per `recvmsg` (13 packets a call, against 84 for
+///   a `recvmmsg` batch of them; a syscall costs ~400 ns here), each call
+///   building 64 guesses and 129 iovecs.
+/// - Per segment, `check_guess` parses its headers and `handle_placed` runs
+///   the whole input path (where the copy path continues a train), and a
+///   round of `place_round` packets is acknowledged (an ack per 38 packets,
+///   not 255), which costs the sender too.
+///
+/// At MTU 9000 the kernel's side favours placement (alone: 882-911 ns a
+/// packet against 1067-1164), but a coalesced datagram holds only ~6
+/// segments there, so one per `recvmsg` makes 4 packets a call.
+///
+/// Prefetching the destination ahead of the copy (`prefetchw`, in bulk
+/// before a receive or a few segments at a time) saved as much in the copy
+/// as the prefetches cost; non-temporal stores were twice as slow.
 const PLACE_MIN_DATAGRAM: usize = 16 << 10;
 
 /// The engine and its driver, once the endpoint is enabled.
