@@ -367,12 +367,15 @@ pub struct PathSet {
     /// profile of `has_room`), while within one flush (one `now`) it
     /// changes only when an ack or a loss changes a path (`touch`).
     total_cache: Option<(Instant, u64)>,
-    /// `has_room`'s last answer: at an instant, with a window, this path
-    /// had room, and had sent packets up to this `next_seq`. While no ack or
-    /// loss changed a path (`touch`) and nothing more went on that path, it
-    /// still has: the packets of one flush ask for every packet sent, and
-    /// the walk over the paths was about 100 instructions a packet.
-    room_memo: Option<RoomMemo>,
+    /// `has_room`'s last answer: at the instant of `total_cache`, with the
+    /// window `window_bytes`, path `room_path` had room (`NO_PATH`: no
+    /// answer kept), having sent up to `room_seq` (its `next_seq`, low 32
+    /// bits). While no ack or loss changed a path (`touch`) and nothing
+    /// more went on that path, it still has: the packets of one flush ask
+    /// for every packet sent, and the walk over the paths was about 100
+    /// instructions a packet. (5 bytes: a quiet peer's state stays under 4 KiB.)
+    room_path: u8,
+    room_seq: u32,
     /// Where `pick_control` looks first (the path after its last pick).
     ctl_cursor: u8,
     /// While trimmed (`compact`): each path's RTT and health, for `ensure`.
@@ -395,14 +398,8 @@ struct PathSummary {
     min_rtt: u16,
 }
 
-/// See `PathSet::room_memo`.
-#[derive(Copy, Clone, Debug)]
-struct RoomMemo {
-    at: Instant,
-    window_bytes: u64,
-    next_seq: u64,
-    path: u8,
-}
+/// `PathSet::room_path` when no `has_room` answer is kept.
+const NO_PATH: u8 = u8::MAX;
 
 /// `PathSummary::srtt`'s bad-path bit.
 const SUMMARY_BAD: u16 = 1 << 15;
@@ -457,7 +454,8 @@ impl PathSet {
             flowlet_spread: 0,
             flowlet_tight: 0,
             total_cache: None,
-            room_memo: None,
+            room_path: NO_PATH,
+            room_seq: 0,
             ctl_cursor: 0,
             summary: None,
             retired_retransmits: 0,
@@ -516,7 +514,7 @@ impl PathSet {
         self.flowlet = None;
         self.median_at = None;
         self.total_cache = None;
-        self.room_memo = None;
+        self.room_path = NO_PATH;
     }
 
     /// Heap bytes of the summary a trimmed peer keeps.
@@ -606,7 +604,7 @@ impl PathSet {
             self.paths.extend((0..n).map(|_| Path::new()));
         }
         self.total_cache = None;
-        self.room_memo = None;
+        self.room_path = NO_PATH;
         self.median_at = None;
     }
 
@@ -620,7 +618,7 @@ impl PathSet {
         self.flowlet = None;
         self.median_at = None;
         self.total_cache = None;
-        self.room_memo = None;
+        self.room_path = NO_PATH;
     }
 
     /// `median_srtt`, recomputed at most every `MEDIAN_REUSE_NS`.
@@ -700,6 +698,8 @@ impl PathSet {
             _ => {
                 let total = self.total_rate(now);
                 self.total_cache = Some((now, total));
+                // (`room_path` was an answer at the instant cached before.)
+                self.room_path = NO_PATH;
                 total
             }
         }
@@ -709,7 +709,7 @@ impl PathSet {
     /// suspect path): the next `total_rate_at` computes afresh.
     pub fn touch(&mut self) {
         self.total_cache = None;
-        self.room_memo = None;
+        self.room_path = NO_PATH;
     }
 
     /// May another packet go on `p` now? Its in-flight cap is its share of
@@ -736,15 +736,17 @@ impl PathSet {
     /// cap (with no usable path at all, the picker's fallback round robin
     /// takes over, so true). Remembers the window for `pick`.
     pub fn has_room(&mut self, now: Instant, window_bytes: u64) -> bool {
-        self.window_bytes = window_bytes;
-        if let Some(m) = self.room_memo {
-            if m.at == now
-                && m.window_bytes == window_bytes
-                && self.paths.get(usize::from(m.path)).map(|p| p.next_seq) == Some(m.next_seq)
-            {
-                return true;
-            }
+        let kept = self.room_path != NO_PATH
+            && self.window_bytes == window_bytes
+            && self.total_cache.is_some_and(|(t, _)| t == now)
+            && self
+                .paths
+                .get(usize::from(self.room_path))
+                .is_some_and(|p| p.next_seq as u32 == self.room_seq);
+        if kept {
+            return true;
         }
+        self.window_bytes = window_bytes;
         let total = self.total_rate_at(now);
         let mut any_usable = false;
         // From the path after the flowlet's: the answer is the same whichever
@@ -764,12 +766,8 @@ impl PathSet {
             if p.usable() {
                 any_usable = true;
                 if Self::path_has_room(p, now, total, window_bytes) {
-                    self.room_memo = Some(RoomMemo {
-                        at: now,
-                        window_bytes,
-                        next_seq: p.next_seq,
-                        path: i as u8,
-                    });
+                    self.room_path = i as u8;
+                    self.room_seq = p.next_seq as u32;
                     return true;
                 }
             }
