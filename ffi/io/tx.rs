@@ -44,6 +44,9 @@ const CMSG_WORDS: usize = 4;
 
 const NO_BODY: [(*const u8, usize); IOV_LIMIT] = [(std::ptr::null(), 0); IOV_LIMIT];
 
+/// An empty link of `Tx`'s socket chains.
+const NONE: usize = usize::MAX;
+
 #[derive(Copy, Clone)]
 struct TxMeta {
     dst: SocketAddr,
@@ -79,6 +82,13 @@ pub(crate) struct Tx {
     iov: Vec<libc::iovec>,
     /// The queued packets of the socket being sent, grouped by destination.
     pick: Vec<usize>,
+    /// The unsent queued packets by socket (`group`): per socket the first
+    /// and last of its chain (`NONE`: none), per packet the next of its
+    /// socket's; the sockets in order of their first packet.
+    chain_head: Vec<usize>,
+    chain_tail: Vec<usize>,
+    chain_next: Vec<usize>,
+    sock_order: Vec<usize>,
     /// Per socket: the peer it is `connect`ed to. Socket 0 receives from
     /// every peer and is never connected; each other socket is connected to
     /// the first peer it sends to. Its packets to that peer leave without an
@@ -133,6 +143,10 @@ impl Tx {
                 batch * PKT_IOVS
             ],
             pick: Vec::with_capacity(batch),
+            chain_head: vec![NONE; nsocks],
+            chain_tail: vec![NONE; nsocks],
+            chain_next: vec![NONE; batch],
+            sock_order: Vec::with_capacity(nsocks),
             conn: vec![None; nsocks],
             conn_tried: vec![false; nsocks],
             gso_segs: if gso { GSO_MAX_SEGS } else { 1 },
@@ -272,14 +286,9 @@ impl Tx {
     /// before the rest (a hole, an ack at once, the flight end's ack hold
     /// started early) while the sender was still in the call for the rest.
     fn send_queued(&mut self, socks: &[OwnedFd], stats: &mut IoStats) -> bool {
-        let mut socks_done: u128 = 0;
-        for q in 0..self.len {
-            let sock = self.meta[q].sock;
-            let bit = 1u128 << sock.min(127);
-            if self.meta[q].sent || socks_done & bit != 0 {
-                continue;
-            }
-            socks_done |= bit;
+        self.group();
+        for k in 0..self.sock_order.len() {
+            let sock = self.sock_order[k];
             self.pick_socket(sock);
             if let Some(&first) = self.pick.first() {
                 let dst = self.meta[first].dst;
@@ -299,20 +308,45 @@ impl Tx {
         w > 0
     }
 
-    /// `pick` = the unsent packets of socket `sock`, in queue order within
-    /// each destination, destinations in order of first appearance (a
-    /// flowlet to one peer may interleave with another peer's packets in the
-    /// queue; each peer's own order is kept).
+    /// Chain the unsent queued packets by socket, in queue order, and list
+    /// the sockets in order of their first packet: one pass over the queue,
+    /// where a walk of the whole queue per socket cost about 8 steps of a
+    /// 136-byte record per packet with 8 paths (a tenth of the flush).
+    fn group(&mut self) {
+        for &s in &self.sock_order {
+            self.chain_head[s] = NONE;
+        }
+        self.sock_order.clear();
+        for (q, m) in self.meta[..self.len].iter().enumerate() {
+            if m.sent {
+                continue;
+            }
+            let s = m.sock;
+            self.chain_next[q] = NONE;
+            if self.chain_head[s] == NONE {
+                self.chain_head[s] = q;
+                self.sock_order.push(s);
+            } else {
+                self.chain_next[self.chain_tail[s]] = q;
+            }
+            self.chain_tail[s] = q;
+        }
+    }
+
+    /// `pick` = the unsent packets of socket `sock` (its chain, see
+    /// `group`), in queue order within each destination, destinations in
+    /// order of first appearance (a flowlet to one peer may interleave with
+    /// another peer's packets in the queue; each peer's own order is kept).
     fn pick_socket(&mut self, sock: usize) {
         self.pick.clear();
         let mut mixed = false;
-        for (i, m) in self.meta[..self.len].iter().enumerate() {
-            if m.sock == sock && !m.sent {
-                if let Some(&f) = self.pick.first() {
-                    mixed |= self.meta[f].dst != m.dst;
-                }
-                self.pick.push(i);
+        let mut q = self.chain_head[sock];
+        while q != NONE {
+            if let Some(&f) = self.pick.first() {
+                mixed |= self.meta[f].dst != self.meta[q].dst;
             }
+            self.pick.push(q);
+            q = self.chain_next[q];
         }
         if mixed {
             let meta = &self.meta;
@@ -495,7 +529,14 @@ impl Tx {
 /// host, `Config::local_paths`) is sent to from socket 1, which can be
 /// connected to it (socket 0 receives, see `Tx::conn`).
 fn sock_of_path(n: usize, path: u8) -> usize {
-    (usize::from(path) % n + 1) % n
+    // (Divisions only for a path beyond the sockets: this runs per packet.)
+    let p = usize::from(path);
+    let p = if p < n { p } else { p % n };
+    if p + 1 < n {
+        p + 1
+    } else {
+        0
+    }
 }
 
 /// The socket of path `path` with `per_rail` sockets per rail, of `n`: rail
