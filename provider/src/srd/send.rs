@@ -23,8 +23,8 @@ const FLIGHT_BURST_NS: u64 = 200_000;
 /// ... and only when none of our packets was declared lost this long, ns.
 const LOSS_QUIET_NS: u64 = 10_000_000;
 /// Flowlets shorter than this are single packets, bytes (a pacing rate
-/// below about 1.8 Gbit/s).
-const FLOWLET_MIN_BYTES: u64 = 22_000;
+/// below about 880 Mbit/s; see `flowlet_packets_at`).
+const FLOWLET_MIN_BYTES: u64 = 11_000;
 /// A burst that starts while nothing is in flight (an application's message
 /// after a pause: a ping-pong, an MPI exchange) goes on one proven path in
 /// flowlets of at least this many bytes (whole packets: 12 at MTU 1500, 2 at
@@ -307,8 +307,17 @@ impl Peer {
         // rate x FLOWLET_NS / 1 s, exactly (FLOWLET_NS divides 1 s), in
         // 64 bits: this runs for every packet.
         let bytes = rate / (1_000_000_000 / FLOWLET_NS);
-        // A slow flow sprays packet by packet: there a flowlet saves little
-        // CPU and only queues on paths slower than the host.
+        // A slow flow sprays packet by packet: its window is a few packets
+        // over many paths, and a flowlet would put much of it on one path
+        // (with 100 Mbit/s links, flowlets of 3-4 packets lost whole
+        // flights to a dead link, `sim_dead_link`, and queued on a slow one,
+        // `sim_badpath`). Not above 110 MB/s: every send call costs the
+        // sending host a trip through its stack (~5 us between the
+        // testbed's namespaces), and with the floor at 22 kB Intel MPI's
+        // Alltoall of 64 KiB among 4 hosts on 2 CPUs started 3-10 K of its
+        // 17-24 K flowlets a rank per run as single packets (rate below
+        // 220 MB/s), 12 K single-packet sends a rank per run in all (median
+        // of 6, up to 15.7 K; 10.5 K with the floor at 11 kB, 9.9-11.5 K).
         if bytes < FLOWLET_MIN_BYTES {
             return 1;
         }
