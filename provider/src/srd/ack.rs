@@ -294,7 +294,6 @@ impl Peer {
     fn sample_rtt(&mut self, now: Instant, recent: bool, a: &Acked, elapsed: u64, delay: u64) {
         let fan_in = self.fan_in_limited();
         let first_path_good = self.paths.paths[usize::from(a.first_path.0)].health == Health::Good;
-        let p = &mut self.paths.paths[usize::from(a.path)];
         if a.sends == 1 {
             // `delay_us` is exact for `recent` only; every other packet of this
             // ack arrived earlier and waited at least as long, so the same
@@ -316,7 +315,8 @@ impl Peer {
             // nothing of its path.
             if elapsed > delay && (recent || !a.lazy) {
                 let sample = elapsed - delay;
-                p.on_rtt(sample, 2 * delay <= elapsed);
+                self.paths
+                    .on_rtt(usize::from(a.path), sample, 2 * delay <= elapsed);
                 self.paths.adapt_weight(usize::from(a.path), now);
                 if recent {
                     self.on_rtt(sample);
@@ -352,7 +352,8 @@ impl Peer {
             // tail probe would never arm.
             let sample = elapsed.saturating_sub(delay);
             if sample >= 1000 {
-                p.on_rtt(sample, 2 * delay <= elapsed);
+                self.paths
+                    .on_rtt(usize::from(a.path), sample, 2 * delay <= elapsed);
                 self.on_rtt(sample);
             }
         }

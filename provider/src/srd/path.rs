@@ -46,40 +46,69 @@ pub enum Health {
 }
 
 /// One path (entropy value) towards one peer.
+///
+/// Laid out by hand (`repr(C)`, 256 bytes, four cache lines, aligned to
+/// them): what the
+/// scans over every path read (the picker, `has_room`, the median RTT,
+/// loss detection) sits in the first two lines, so that a message's path
+/// choice touches one line per path, not three. Across hosts the engine
+/// runs from caches the kernel's network stack has cooled between
+/// messages (`engine_speed`'s `SPRAY_SPEED_EVICT_KB`), and with 16 paths
+/// the picker's scan was the costliest of a message's cache misses.
+#[repr(C, align(64))]
 pub struct Path {
+    // -- line 0: the picker's and `has_room`'s fields (and the median's).
     /// Smoothed RTT, ns (0 = no sample yet).
     pub srtt_ns: u64,
-    /// RTT variation, ns.
-    pub rttvar_ns: u64,
-    /// Smallest RTT sample seen, ns (u64::MAX = none).
-    pub min_rtt_ns: u64,
     /// Transmissions on this path, numbering `outstanding` entries.
     pub next_seq: u64,
     /// Highest path sequence number acknowledged, +1 (0 = none).
     pub acked_seq: u64,
-    /// Send time of the latest-sent packet acknowledged on this path.
-    pub acked_sent: Instant,
-    /// Transmissions not yet known acked or lost, in send order: (psn, path seq).
-    pub outstanding: VecDeque<(u32, u64)>,
-    /// Health state.
-    pub health: Health,
-    /// Losses since the last acknowledgement on this path.
-    pub loss_streak: u32,
-    /// While `Bad`: when the next probe may go.
-    pub probe_at: Instant,
-    /// While `Bad`: probe back-off exponent.
-    pub probe_backoff: u32,
-    /// A probe is outstanding on this (bad) path.
-    pub probing: bool,
     /// While `Suspect`: `next_seq` when it became suspect (one more packet allowed).
     pub suspect_seq: u64,
+    /// Smooth weighted round robin: accumulated weight.
+    wrr: i64,
+    /// While `Bad`: when the next probe may go.
+    pub probe_at: Instant,
     /// Picker weight (`WEIGHT_ONE` = an equal share): grows while the
     /// path's RTT stays well below the median path's (its link has room:
     /// fewer of our ports hash onto it than onto the others), shrinks while
     /// well above (its link is the one queueing).
     pub weight: u32,
-    /// Smooth weighted round robin: accumulated weight.
-    wrr: i64,
+    /// Losses since the last acknowledgement on this path.
+    pub loss_streak: u32,
+    /// Health state.
+    pub health: Health,
+    /// A probe is outstanding on this (bad) path.
+    pub probing: bool,
+    /// While `Bad`: probe back-off exponent.
+    pub probe_backoff: u32,
+    // -- line 1: loss detection's, and the rate the caps use.
+    /// Transmissions not yet known acked or lost, in send order: (psn, path seq).
+    pub outstanding: VecDeque<(u32, u64)>,
+    /// RTT variation, ns.
+    pub rttvar_ns: u64,
+    /// Delivery rate measured on this path, bytes/s (0 = no sample yet).
+    pub rate_bps: u64,
+    /// When the latest acknowledgement on this path arrived.
+    last_acked_at: Instant,
+    /// `acked_bytes / acked` (at least 1), bytes: the mean packet, kept
+    /// here so that the in-flight cap checked for every path at every pick
+    /// divides nothing (see `has_room_by_rate`).
+    pkt_bytes: u64,
+    // -- the rest: per packet sent or acked on this path only.
+    /// Smallest RTT sample seen, ns (u64::MAX = none).
+    pub min_rtt_ns: u64,
+    /// Send time of the latest-sent packet acknowledged on this path.
+    pub acked_sent: Instant,
+    /// Packets sent once and acknowledged on this path.
+    pub acked: u64,
+    /// Payload bytes of `acked`.
+    pub acked_bytes: u64,
+    /// Start of the current delivery-rate sample.
+    rate_start: Instant,
+    /// `acked_bytes` at `rate_start`.
+    rate_start_bytes: u64,
     /// Packets sent on this path (first transmissions and retransmissions).
     pub sent: u64,
     /// Payload bytes sent on this path.
@@ -88,22 +117,6 @@ pub struct Path {
     pub retransmits: u64,
     /// Packets declared lost on this path.
     pub lost: u64,
-    /// Packets sent once and acknowledged on this path.
-    pub acked: u64,
-    /// Payload bytes of `acked`.
-    pub acked_bytes: u64,
-    /// `acked_bytes / acked` (at least 1), bytes: the mean packet, kept
-    /// here so that the in-flight cap checked for every path at every pick
-    /// divides nothing (see `has_room_by_rate`).
-    pkt_bytes: u64,
-    /// Delivery rate measured on this path, bytes/s (0 = no sample yet).
-    pub rate_bps: u64,
-    /// Start of the current delivery-rate sample.
-    rate_start: Instant,
-    /// `acked_bytes` at `rate_start`.
-    rate_start_bytes: u64,
-    /// When the latest acknowledgement on this path arrived.
-    last_acked_at: Instant,
     /// The latest flowlet sent here (see `Flowlet`).
     pub flow: Option<Flowlet>,
 }
@@ -164,7 +177,7 @@ impl Path {
 
     /// Fold in one RTT sample; `for_min`: it may lower the min RTT (the
     /// receiver's hold of it was short, so little error could hide in it).
-    pub fn on_rtt(&mut self, sample_ns: u64, for_min: bool) {
+    fn on_rtt(&mut self, sample_ns: u64, for_min: bool) {
         let s = sample_ns.max(1);
         if for_min {
             self.min_rtt_ns = self.min_rtt_ns.min(s);
@@ -384,6 +397,16 @@ pub struct PathSet {
     /// `compact` (the peer's totals in the statistics go on).
     pub retired_retransmits: u64,
     pub retired_lost: u64,
+    /// The smallest `min_rtt_ns` of `paths`, ns (`u64::MAX`: none), kept
+    /// as samples come (`on_rtt`) so that `min_rtt` reads no path: every
+    /// ack asks for it, and the walk read a cache line of each of 16 paths.
+    min_rtt_ns: u64,
+    /// Paths whose `outstanding` may hold entries, bit i for path i (a set
+    /// of more than 64 paths is walked whole): loss detection visits only
+    /// these. In a ping-pong every message's ack empties its sender's
+    /// flight, and clearing each path's queue touched a cache line of
+    /// every path (16) per message where one holds entries.
+    queued: u64,
 }
 
 /// What a trimmed peer keeps of one path (`PathSet::compact`): enough that
@@ -460,7 +483,80 @@ impl PathSet {
             summary: None,
             retired_retransmits: 0,
             retired_lost: 0,
+            min_rtt_ns: u64::MAX,
+            queued: 0,
         }
+    }
+
+    /// Fold an RTT sample into path `i` (see `Path::on_rtt`); `for_min`: it
+    /// may lower the path's min RTT, and so the set's.
+    pub fn on_rtt(&mut self, i: usize, sample_ns: u64, for_min: bool) {
+        if let Some(p) = self.paths.get_mut(i) {
+            p.on_rtt(sample_ns, for_min);
+            self.min_rtt_ns = self.min_rtt_ns.min(p.min_rtt_ns);
+        }
+    }
+
+    /// `min_rtt_ns` from the paths held now (after records came or went).
+    fn recount_min_rtt(&mut self) {
+        self.min_rtt_ns = self
+            .paths
+            .iter()
+            .map(|p| p.min_rtt_ns)
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// The path of the flowlet under way (or the latest one), if any.
+    pub fn flowlet_path(&self) -> Option<u8> {
+        self.flowlet
+            .map(|(i, _)| i)
+            .filter(|&i| usize::from(i) < self.paths.len())
+    }
+
+    /// Path `i` took an `outstanding` entry (see `outstanding_paths`).
+    #[inline]
+    pub fn push_outstanding(&mut self, i: u8, psn: u32, pseq: u64) {
+        self.paths[usize::from(i)]
+            .outstanding
+            .push_back((psn, pseq));
+        self.queued |= 1u64.checked_shl(u32::from(i)).unwrap_or(0);
+    }
+
+    /// The paths whose `outstanding` may hold entries, as a bit set (every
+    /// path, with more than 64 of them).
+    #[inline]
+    pub fn outstanding_paths(&self) -> u64 {
+        if self.paths.len() > 64 {
+            u64::MAX
+        } else {
+            self.queued
+        }
+    }
+
+    /// Path `i`'s `outstanding` is empty now.
+    #[inline]
+    pub fn outstanding_drained(&mut self, i: usize) {
+        self.queued &= !1u64.checked_shl(i as u32).unwrap_or(0);
+    }
+
+    /// Empty every path's `outstanding` (nothing is in flight).
+    pub fn clear_outstanding(&mut self) {
+        if self.paths.len() > 64 {
+            for p in &mut self.paths {
+                p.outstanding.clear();
+            }
+        } else {
+            let mut bits = self.queued;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(p) = self.paths.get_mut(i) {
+                    p.outstanding.clear();
+                }
+            }
+        }
+        self.queued = 0;
     }
 
     /// Paths towards this peer, whether or not their records are held.
@@ -511,6 +607,8 @@ impl PathSet {
         self.retired_retransmits += self.paths.iter().map(|p| p.retransmits).sum::<u64>();
         self.retired_lost += self.paths.iter().map(|p| p.lost).sum::<u64>();
         self.paths = Vec::new();
+        self.queued = 0;
+        self.min_rtt_ns = u64::MAX;
         self.flowlet = None;
         self.median_at = None;
         self.total_cache = None;
@@ -559,6 +657,7 @@ impl PathSet {
                 p
             })
             .collect();
+        self.recount_min_rtt();
     }
 
     /// The path for a control packet (a pure ACK, a PROBE), avoiding
@@ -613,6 +712,7 @@ impl PathSet {
     pub fn truncate(&mut self, n: usize) {
         self.count = n.max(1);
         self.paths.truncate(self.count);
+        self.recount_min_rtt();
         self.cursor = 0;
         self.ctl_cursor = 0;
         self.flowlet = None;
@@ -640,6 +740,7 @@ impl PathSet {
             p.outstanding.clear();
             p.probing = false;
         }
+        self.queued = 0;
     }
 
     /// Median smoothed RTT over the paths with samples that are not bad,
@@ -673,13 +774,9 @@ impl PathSet {
 
     /// Smallest min-RTT over all paths, ns (`None` before any sample).
     pub fn min_rtt(&self) -> Option<u64> {
-        self.paths
-            .iter()
-            .map(|p| p.min_rtt_ns)
-            .min()
-            // (A path's `min_rtt_ns` is `u64::MAX` before its first sample;
-            // samples are at least 1 ns.)
-            .filter(|&m| m != u64::MAX)
+        // (A path's `min_rtt_ns` is `u64::MAX` before its first sample;
+        // samples are at least 1 ns.)
+        (self.min_rtt_ns != u64::MAX).then_some(self.min_rtt_ns)
     }
 
     /// Sum of the recent delivery rates of the usable paths, bytes/s.
@@ -925,7 +1022,9 @@ impl PathSet {
     /// `small` packets on a proven path (it has delivered and lost nothing
     /// since: RTT sample, good, no loss streak), `flowlet` otherwise. A bad path's
     /// probe only when `may_probe` (the sender has another packet to send
-    /// after this one). Returns (path, is_probe).
+    /// after this one). `idle`: nothing of the peer's is in flight (see
+    /// `pick_idle`). Returns (path, is_probe).
+    #[allow(clippy::too_many_arguments)]
     pub fn pick_flowlet(
         &mut self,
         now: Instant,
@@ -934,6 +1033,7 @@ impl PathSet {
         small: u32,
         may_probe: bool,
         tail: u32,
+        idle: bool,
     ) -> (u8, bool) {
         if let Some((i, left)) = self.flowlet {
             // A burst from idle (`floor` > 1) starts a flowlet of its own:
@@ -957,7 +1057,15 @@ impl PathSet {
                 return (i, false);
             }
         }
-        let (i, probe) = self.pick_with(now, None, may_probe);
+        let idle_pick = if idle && !may_probe {
+            self.pick_idle(now)
+        } else {
+            None
+        };
+        let (i, probe) = match idle_pick {
+            Some(i) => (i, false),
+            None => self.pick_with(now, None, may_probe),
+        };
         let proven = self
             .paths
             .get(usize::from(i))
@@ -974,6 +1082,46 @@ impl PathSet {
             self.paths[usize::from(i)].flow = None;
         }
         (i, probe)
+    }
+
+    /// The path of a lone packet sent from idle (nothing of the peer's in
+    /// flight, no bad path's probe wanted: a ping-pong's message) without
+    /// `pick_with`'s weighted walk over every path: the next path in turn
+    /// (`cursor`) or the one after it, if it is good with no loss streak,
+    /// not much slower than the median path (or not sampled yet) and not
+    /// weighted down below half a share; `None` leaves the choice to
+    /// `pick_with`. With nothing
+    /// in flight there is no queue of ours to share out by weight. Across
+    /// hosts the engine runs from cold caches, and that walk read a cache
+    /// line of each of 16 paths per message (`engine_speed`'s
+    /// `timed_ping_pong_cost_8` from cold caches).
+    fn pick_idle(&mut self, now: Instant) -> Option<u8> {
+        let n = self.paths.len();
+        if n <= 1 {
+            return None;
+        }
+        let median = self.median_srtt_at(now)?;
+        let mut i = if self.cursor < n { self.cursor } else { 0 };
+        // The path in turn or the one after it (an unfit path is skipped
+        // in the rotation, which `pick_with` would otherwise restart from
+        // its own choice, crowding the paths after that one).
+        for _ in 0..2 {
+            let p = &self.paths[i];
+            // An unsampled path takes its turn: lone packets are how it
+            // gets its first RTT (and a path nothing visits is unknown the
+            // day the others die, `sim_dead_link`).
+            let fit = p.health == Health::Good
+                && p.loss_streak == 0
+                && p.srtt_ns <= 2 * median
+                && 2 * p.weight >= WEIGHT_ONE;
+            let next = if i + 1 < n { i + 1 } else { 0 };
+            if fit {
+                self.cursor = next;
+                return Some(i as u8);
+            }
+            i = next;
+        }
+        None
     }
 
     /// May the flowlet under way on path `i` take another packet at `now`?

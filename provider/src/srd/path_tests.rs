@@ -1,5 +1,6 @@
-//! Unit tests of the path set's flowlet sizing (`PathSet::on_flowlet_*`)
-//! and of the trimmed peer's RTT summary.
+//! Unit tests of the path set's flowlet sizing (`PathSet::on_flowlet_*`),
+//! of the trimmed peer's RTT summary, and of what the set keeps so that a
+//! message need not read every path (min RTT, queued paths, idle picks).
 
 use super::*;
 
@@ -12,8 +13,8 @@ fn at(us: u64) -> Instant {
 /// A path set whose paths all measured a 40 µs base RTT.
 fn paths() -> PathSet {
     let mut s = PathSet::new(4);
-    for p in &mut s.paths {
-        p.on_rtt(40 * US, true);
+    for i in 0..4 {
+        s.on_rtt(i, 40 * US, true);
     }
     s
 }
@@ -191,4 +192,131 @@ fn median_agrees_with_a_sort() {
             assert_eq!(s.median_srtt(), expect, "{n} paths: {want:?}");
         }
     }
+}
+
+/// `Path`'s layout (see its doc): what the picker, `has_room` and the
+/// median read of every path lies in its first cache line, what loss
+/// detection and the rate caps add in its second, four lines in all.
+#[test]
+fn path_layout_keeps_scanned_fields_together() {
+    use core::mem::{align_of, offset_of, size_of};
+    assert_eq!(size_of::<Path>(), 256);
+    assert_eq!(align_of::<Path>(), 64);
+    let first = [
+        offset_of!(Path, srtt_ns),
+        offset_of!(Path, next_seq),
+        offset_of!(Path, acked_seq),
+        offset_of!(Path, suspect_seq),
+        offset_of!(Path, wrr),
+        offset_of!(Path, probe_at),
+        offset_of!(Path, weight),
+        offset_of!(Path, loss_streak),
+        offset_of!(Path, health),
+        offset_of!(Path, probing),
+        offset_of!(Path, probe_backoff),
+    ];
+    assert!(first.iter().all(|&o| o < 64), "{first:?}");
+    let second = [
+        offset_of!(Path, outstanding),
+        offset_of!(Path, rttvar_ns),
+        offset_of!(Path, rate_bps),
+        offset_of!(Path, last_acked_at),
+        offset_of!(Path, pkt_bytes),
+    ];
+    assert!(second.iter().all(|&o| (64..128).contains(&o)), "{second:?}");
+}
+
+/// The set's min RTT (kept as samples come) is the smallest of its paths'
+/// through samples, a truncation, a trim and its rebuild, and a release.
+#[test]
+fn min_rtt_kept_matches_the_paths() {
+    let scan = |s: &PathSet| {
+        s.paths
+            .iter()
+            .map(|p| p.min_rtt_ns)
+            .min()
+            .filter(|&m| m != u64::MAX)
+    };
+    let mut rng = crate::rng::Rng::new(5);
+    let mut s = PathSet::new(8);
+    assert_eq!(s.min_rtt(), None);
+    for _ in 0..500 {
+        let r = rng.next_u64();
+        s.on_rtt((r % 8) as usize, 5 * US + (r >> 8) % (500 * US), r & 1 == 0);
+        assert_eq!(s.min_rtt(), scan(&s));
+    }
+    // The path holding the minimum goes: the set's min goes up with it.
+    let best = (0..8).min_by_key(|&i| s.paths[i].min_rtt_ns).unwrap();
+    s.truncate(best.max(1));
+    assert_eq!(s.min_rtt(), scan(&s));
+    s.add_paths(3);
+    assert_eq!(s.min_rtt(), scan(&s));
+    let before = s.min_rtt();
+    s.compact();
+    assert_eq!(s.min_rtt(), None, "no records held");
+    s.ensure();
+    assert!(s.min_rtt().is_some() && s.min_rtt() == scan(&s));
+    // (The summary keeps RTTs to within its code's precision.)
+    let (a, b) = (before.unwrap(), s.min_rtt().unwrap());
+    assert!(a.abs_diff(b) <= a / 8, "{a} vs {b}");
+    s.release();
+    assert_eq!(s.min_rtt(), None);
+}
+
+/// Loss detection visits the paths that took `outstanding` entries, and
+/// clearing empties exactly those; a set of more than 64 paths is walked whole.
+#[test]
+fn queued_paths_are_those_with_entries() {
+    let mut s = PathSet::new(16);
+    assert_eq!(s.outstanding_paths(), 0);
+    s.push_outstanding(1, 10, 0);
+    s.push_outstanding(5, 11, 0);
+    s.push_outstanding(5, 12, 1);
+    assert_eq!(s.outstanding_paths(), (1 << 1) | (1 << 5));
+    s.paths[5].outstanding.clear();
+    s.outstanding_drained(5);
+    assert_eq!(s.outstanding_paths(), 1 << 1);
+    s.push_outstanding(15, 13, 0);
+    s.clear_outstanding();
+    assert_eq!(s.outstanding_paths(), 0);
+    assert!(s.paths.iter().all(|p| p.outstanding.is_empty()));
+    let mut big = PathSet::new(70);
+    big.push_outstanding(69, 1, 0);
+    assert_eq!(big.outstanding_paths(), u64::MAX);
+    big.clear_outstanding();
+    assert!(big.paths.iter().all(|p| p.outstanding.is_empty()));
+}
+
+/// Lone packets from idle take the paths in turn, without the weighted
+/// walk, and not a path much slower than the others (the walk decides
+/// there, and gives it a small share).
+#[test]
+fn idle_picks_rotate_over_fit_paths() {
+    let mut s = PathSet::new(8);
+    for i in 0..8 {
+        let rtt = if i == 2 { 400 * US } else { 40 * US };
+        for _ in 0..8 {
+            s.on_rtt(i, rtt, true);
+        }
+    }
+    let mut count = [0u32; 8];
+    for k in 0..800 {
+        let (i, probe) = s.pick_flowlet(at(k), 1, 1, 1, false, 0, true);
+        assert!(!probe);
+        count[usize::from(i)] += 1;
+    }
+    assert!(count[2] <= 800 / 32, "slow path: {count:?}");
+    let fast: Vec<u32> = (0..8).filter(|&i| i != 2).map(|i| count[i]).collect();
+    let (lo, hi) = (*fast.iter().min().unwrap(), *fast.iter().max().unwrap());
+    assert!(hi - lo <= 800 / 16, "uneven: {count:?}");
+    // An unsampled path (one that has carried nothing yet) takes its turn.
+    let mut s = PathSet::new(4);
+    for i in 0..3 {
+        s.on_rtt(i, 40 * US, true);
+    }
+    let mut count = [0u32; 4];
+    for k in 0..40 {
+        count[usize::from(s.pick_flowlet(at(k), 1, 1, 1, false, 0, true).0)] += 1;
+    }
+    assert_eq!(count, [10; 4]);
 }

@@ -151,10 +151,11 @@ impl Peer {
         delay: u64,
     ) {
         ctx.stats.spurious_retransmits += 1;
-        let fp = &mut self.paths.paths[usize::from(a.first_path.0)];
-        fp.on_acked(a.first_path.1, a.first_sent);
+        let first = usize::from(a.first_path.0);
+        self.paths.paths[first].on_acked(a.first_path.1, a.first_sent);
         let since_first = now.saturating_since(a.first_sent).as_nanos() as u64;
-        fp.on_rtt(
+        self.paths.on_rtt(
+            first,
             since_first.saturating_sub(delay).max(1),
             2 * delay <= since_first,
         );
@@ -172,9 +173,9 @@ impl Peer {
         if let Some(k) = self.recovery.hedged.iter().position(|&x| x == psn) {
             self.recovery.hedged.swap_remove(k);
             let s = (now.saturating_since(a.first_sent).as_nanos() as u64).saturating_sub(delay);
-            let fp = &mut self.paths.paths[usize::from(a.first_path.0)];
-            if s > fp.srtt_ns {
-                fp.on_rtt(s, false);
+            let first = usize::from(a.first_path.0);
+            if s > self.paths.paths[first].srtt_ns {
+                self.paths.on_rtt(first, s, false);
             }
         }
     }
@@ -313,10 +314,9 @@ impl Peer {
         if self.tx.pkts_in_flight == 0 {
             // Nothing in flight (a receiver reading a piggybacked ack, a
             // sender between messages): no entry is valid; drop them all
-            // without looking at each path's RTT.
-            for p in &mut self.paths.paths {
-                p.outstanding.clear();
-            }
+            // without looking at each path's RTT, and only on the paths
+            // that took any.
+            self.paths.clear_outstanding();
             self.timers.stop(Timer::Loss);
             return;
         }
@@ -324,10 +324,17 @@ impl Peer {
         let peer_rtt = self.rtt_ns();
         let ack_delay = ctx.p.ack_delay_ns;
         let median = self.paths.median_srtt_at(now);
-        for pi in 0..self.paths.paths.len() {
+        let queued = self.paths.outstanding_paths();
+        let n = self.paths.paths.len();
+        for pi in 0..n {
+            // (A bit test, not the path's record: see `PathSet::queued`.)
+            if n <= 64 && queued & (1 << pi) == 0 {
+                continue;
+            }
             loop {
                 let p = &self.paths.paths[pi];
                 let Some(&(psn, pseq)) = p.outstanding.front() else {
+                    self.paths.outstanding_drained(pi);
                     break;
                 };
                 let slot = self.tx.slot(psn);
@@ -457,6 +464,18 @@ impl Peer {
         // path that went bad by queueing (a 10x slower link) it may sit
         // there for tens of ms, holding the cumulative ack.
         let is_slow = |p: &super::path::Path| p.srtt_ns > 2 * median || p.health == Health::Bad;
+        // The latest flowlet's path first: in flight there and fast, it
+        // decides the answer without the walk over every path below (a
+        // cache line of each, per message sent in a ping-pong).
+        if let Some(p) = self
+            .paths
+            .flowlet_path()
+            .map(|i| &self.paths.paths[usize::from(i)])
+        {
+            if !is_slow(p) && p.inflight_pkts() > 0 {
+                return false;
+            }
+        }
         let (mut fast, mut slow) = (0u64, 0u64);
         for p in &self.paths.paths {
             if is_slow(p) {

@@ -476,11 +476,12 @@ impl Peer {
         // Packets queued behind this one (`next_send` already moved past it).
         let tail = self.tx.next_psn.wrapping_sub(self.tx.next_send);
         let small = Self::small_flowlet(ctx.p, len, tail);
+        let idle = self.tx.pkts_in_flight == 0;
         let (path, probe) = match cont {
             Some(path) => (path, false),
             None => self
                 .paths
-                .pick_flowlet(now, flowlet, floor, small, more, tail),
+                .pick_flowlet(now, flowlet, floor, small, more, tail, idle),
         };
         let mut fl = if probe || self.credit_stalls() {
             flags::ACK_NOW
@@ -577,8 +578,9 @@ impl Peer {
         let p = &mut self.paths.paths[usize::from(path)];
         let pseq = p.next_seq;
         p.next_seq += 1;
-        p.outstanding.push_back((psn, pseq));
-        if p.health != Health::Good {
+        let good = p.health == Health::Good;
+        self.paths.push_outstanding(path, psn, pseq);
+        if !good {
             // A suspect path carries one packet (then it is not usable).
             self.paths.touch();
         }
