@@ -247,7 +247,9 @@ impl Path {
     /// Its delivery rate if measured recently, bytes/s (`None`: no sample
     /// yet, or none lately: an idle path is not a slow one).
     fn recent_rate(&self, now: Instant) -> Option<u64> {
-        if self.rate_bps == 0 || self.acked == 0 {
+        // (A rate comes from acks only: `acked` is then at least 1, and
+        // not read here, in another cache line than the caps' fields.)
+        if self.rate_bps == 0 {
             return None;
         }
         let span = (2 * self.srtt_ns).max(RATE_SAMPLE_NS);
@@ -389,6 +391,9 @@ pub struct PathSet {
     /// instructions a packet. (5 bytes: a quiet peer's state stays under 4 KiB.)
     room_path: u8,
     room_seq: u32,
+    /// `room_path` was idle (nothing in flight): it had room whatever the
+    /// rates, so the answer holds at later instants too.
+    room_idle: bool,
     /// Where `pick_control` looks first (the path after its last pick).
     ctl_cursor: u8,
     /// While trimmed (`compact`): each path's RTT and health, for `ensure`.
@@ -479,6 +484,7 @@ impl PathSet {
             total_cache: None,
             room_path: NO_PATH,
             room_seq: 0,
+            room_idle: false,
             ctl_cursor: 0,
             summary: None,
             retired_retransmits: 0,
@@ -835,7 +841,7 @@ impl PathSet {
     pub fn has_room(&mut self, now: Instant, window_bytes: u64) -> bool {
         let kept = self.room_path != NO_PATH
             && self.window_bytes == window_bytes
-            && self.total_cache.is_some_and(|(t, _)| t == now)
+            && (self.room_idle || self.total_cache.is_some_and(|(t, _)| t == now))
             && self
                 .paths
                 .get(usize::from(self.room_path))
@@ -844,7 +850,11 @@ impl PathSet {
             return true;
         }
         self.window_bytes = window_bytes;
-        let total = self.total_rate_at(now);
+        // The paths' total rate only once a path with packets in flight
+        // needs it: the first path looked at is usually idle (a burst's
+        // second packet, its flowlet on another path), and the total is a
+        // walk over every path's rate.
+        let mut total = None;
         let mut any_usable = false;
         // From the path after the flowlet's: the answer is the same whichever
         // path has room, and the memo of one the flowlet does not use
@@ -859,14 +869,23 @@ impl PathSet {
             } else {
                 start + k
             };
-            let p = &self.paths[i];
-            if p.usable() {
-                any_usable = true;
-                if Self::path_has_room(p, now, total, window_bytes) {
-                    self.room_path = i as u8;
-                    self.room_seq = p.next_seq as u32;
-                    return true;
-                }
+            if !self.paths[i].usable() {
+                continue;
+            }
+            any_usable = true;
+            let idle = self.paths[i].inflight_pkts() == 0;
+            let room = idle || {
+                let t = match total {
+                    Some(t) => t,
+                    None => *total.insert(self.total_rate_at(now)),
+                };
+                Self::path_has_room(&self.paths[i], now, t, window_bytes)
+            };
+            if room {
+                self.room_path = i as u8;
+                self.room_seq = self.paths[i].next_seq as u32;
+                self.room_idle = idle;
+                return true;
             }
         }
         !any_usable
