@@ -48,8 +48,7 @@ pub enum Health {
 /// One path (entropy value) towards one peer.
 ///
 /// Laid out by hand (`repr(C)`, 256 bytes, four cache lines, aligned to
-/// them): what the
-/// scans over every path read (the picker, `has_room`, the median RTT,
+/// them): what the scans over every path read (the picker, `has_room`, the median RTT,
 /// loss detection) sits in the first two lines, so that a message's path
 /// choice touches one line per path, not three. Across hosts the engine
 /// runs from caches the kernel's network stack has cooled between
@@ -388,7 +387,8 @@ pub struct PathSet {
     /// bits). While no ack or loss changed a path (`touch`) and nothing
     /// more went on that path, it still has: the packets of one flush ask
     /// for every packet sent, and the walk over the paths was about 100
-    /// instructions a packet. (5 bytes: a quiet peer's state stays under 4 KiB.)
+    /// instructions a packet. (6 bytes with `room_idle`: a quiet peer's
+    /// state stays under 4 KiB.)
     room_path: u8,
     room_seq: u32,
     /// `room_path` was idle (nothing in flight): it had room whatever the
@@ -406,8 +406,8 @@ pub struct PathSet {
     /// as samples come (`on_rtt`) so that `min_rtt` reads no path: every
     /// ack asks for it, and the walk read a cache line of each of 16 paths.
     min_rtt_ns: u64,
-    /// Paths whose `outstanding` may hold entries, bit i for path i (a set
-    /// of more than 64 paths is walked whole): loss detection visits only
+    /// Paths whose `outstanding` may hold entries, bit i for path i (paths
+    /// from 64 up are always visited): loss detection visits only
     /// these. In a ping-pong every message's ack empties its sender's
     /// flight, and clearing each path's queue touched a cache line of
     /// every path (16) per message where one holds entries.
@@ -520,7 +520,7 @@ impl PathSet {
             .filter(|&i| usize::from(i) < self.paths.len())
     }
 
-    /// Path `i` took an `outstanding` entry (see `outstanding_paths`).
+    /// Path `i` took an `outstanding` entry (see `may_hold_outstanding`).
     #[inline]
     pub fn push_outstanding(&mut self, i: u8, psn: u32, pseq: u64) {
         self.paths[usize::from(i)]
@@ -529,15 +529,11 @@ impl PathSet {
         self.queued |= 1u64.checked_shl(u32::from(i)).unwrap_or(0);
     }
 
-    /// The paths whose `outstanding` may hold entries, as a bit set (every
-    /// path, with more than 64 of them).
+    /// May path `i`'s `outstanding` hold entries? (A bit test, not the
+    /// path's record; paths from 64 up are not tracked: always.)
     #[inline]
-    pub fn outstanding_paths(&self) -> u64 {
-        if self.paths.len() > 64 {
-            u64::MAX
-        } else {
-            self.queued
-        }
+    pub fn may_hold_outstanding(&self, i: usize) -> bool {
+        i >= 64 || self.queued & (1 << i) != 0
     }
 
     /// Path `i`'s `outstanding` is empty now.
@@ -548,18 +544,9 @@ impl PathSet {
 
     /// Empty every path's `outstanding` (nothing is in flight).
     pub fn clear_outstanding(&mut self) {
-        if self.paths.len() > 64 {
-            for p in &mut self.paths {
-                p.outstanding.clear();
-            }
-        } else {
-            let mut bits = self.queued;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if let Some(p) = self.paths.get_mut(i) {
-                    p.outstanding.clear();
-                }
+        for i in 0..self.paths.len() {
+            if self.may_hold_outstanding(i) {
+                self.paths[i].outstanding.clear();
             }
         }
         self.queued = 0;

@@ -324,11 +324,8 @@ impl Peer {
         let peer_rtt = self.rtt_ns();
         let ack_delay = ctx.p.ack_delay_ns;
         let median = self.paths.median_srtt_at(now);
-        let queued = self.paths.outstanding_paths();
-        let n = self.paths.paths.len();
-        for pi in 0..n {
-            // (A bit test, not the path's record: see `PathSet::queued`.)
-            if n <= 64 && queued & (1 << pi) == 0 {
+        for pi in 0..self.paths.paths.len() {
+            if !self.paths.may_hold_outstanding(pi) {
                 continue;
             }
             loop {
