@@ -32,6 +32,7 @@ fn settle(receiver_limited: bool, queue0_bytes: u64, ms: u64) -> u64 {
                 avg_interval_ns: 1_000_000,
                 receiver_limited,
                 peer_delay_ns: 0,
+                app_limited: false,
             },
         );
         // The sender fills the window; what exceeds the pipe queues.
@@ -53,4 +54,55 @@ fn the_window_drains_a_standing_queue() {
             "receiver_limited={receiver_limited}: RTT {rtt} ns after 200 ms (started at 10 ms)"
         );
     }
+}
+
+/// One ack's sample: `rate` bytes/s over 100 us, RTTs of an
+/// empty fabric, `app_limited` as given.
+fn rate_sample(rate: u64, app_limited: bool) -> AckSample {
+    AckSample {
+        acked_bytes: rate / 10_000,
+        delivered_bytes: rate / 10_000,
+        interval_ns: 100_000,
+        min_rtt_ns: 20_000,
+        median_srtt_ns: 20_000,
+        app_limited,
+        ..AckSample::default()
+    }
+}
+
+/// BBR's rule for application-limited samples: a sender whose application
+/// sends less than the path carries (a ping-pong, a collective's
+/// exchanges) measures the application's pace; such samples may raise the
+/// bandwidth estimate but never age it out, while samples of a sender that
+/// had data waiting do.
+#[test]
+fn app_limited_samples_keep_the_bandwidth_estimate() {
+    let peak = 2_000_000_000; // bytes/s
+    let slow = 100_000_000;
+    for app_limited in [true, false] {
+        let mut cc = Bbr::new(64 << 10, 16 << 10, 0, 0);
+        cc.on_ack(Instant::from_nanos(1_000), &rate_sample(peak, false));
+        let before = cc.pacing_rate().unwrap();
+        // 100 ms of slow samples, one every 100 us: far past the peak's
+        // lifetime (10 RTTs, at least 1 ms).
+        for i in 1..=1000u64 {
+            let now = Instant::from_nanos(1_000 + i * 100_000);
+            cc.on_ack(now, &rate_sample(slow, app_limited));
+        }
+        let after = cc.pacing_rate().unwrap();
+        if app_limited {
+            assert_eq!(after, before, "app-limited samples aged the estimate out");
+        } else {
+            assert!(
+                after < before / 4,
+                "samples of a sender with data waiting must age the peak out: {before} -> {after}"
+            );
+        }
+    }
+    // A higher app-limited sample still raises it.
+    let mut cc = Bbr::new(64 << 10, 16 << 10, 0, 0);
+    cc.on_ack(Instant::from_nanos(1_000), &rate_sample(slow, true));
+    let low = cc.pacing_rate().unwrap();
+    cc.on_ack(Instant::from_nanos(2_000), &rate_sample(peak, true));
+    assert!(cc.pacing_rate().unwrap() > low);
 }

@@ -162,3 +162,72 @@ fn no_whole_flight_from_idle_right_after_a_loss() {
     wait(&mut sim, 1, 1);
     wait(&mut sim, 0, 1);
 }
+
+/// Paths of the DATA packets node 0 sends at this instant, in order.
+fn burst_paths(sim: &mut Sim<Node>) -> Vec<u8> {
+    let mut buf = vec![0u8; 2048];
+    let now = sim.now;
+    let mut paths = Vec::new();
+    while let Some(t) = sim.nodes[0].poll_transmit(now, &mut buf) {
+        if buf[1] == 1 {
+            paths.push(t.path);
+        }
+    }
+    paths
+}
+
+#[test]
+fn small_exchanges_keep_the_rate_a_transfer_measured() {
+    // Transfers measure the links (1 MiB each, the window full: not
+    // application-limited); then 8-byte ping-pongs for 50 ms, far longer
+    // than a rate peak lives (10 RTTs, at least 1 ms). Their rate samples
+    // say how fast the application sends, not what the links carry. Aged
+    // to their pace (2.3 MB/s here), the estimate made the next 64 KiB
+    // message leave paced and sprayed packet by packet (45 packets at once
+    // over 34 runs of one path, each a send call on a host) where it
+    // leaves whole on one path, one segmented send.
+    let mut sim = net(0xa1b2, Duration::from_micros(20));
+    let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
+    for r in 0..4 {
+        post(&mut sim, 0, p01, p10, 1 << 20, r);
+        wait(&mut sim, 1, 1);
+        wait(&mut sim, 0, 1);
+    }
+    let measured = sim.nodes[0].peer_stats()[0].pacing_rate_bps;
+    let end = sim.now + Duration::from_millis(50);
+    let mut r = 10;
+    while sim.now < end {
+        post(&mut sim, 0, p01, p10, 8, r);
+        wait(&mut sim, 1, 1);
+        post(&mut sim, 1, p10, p01, 8, r);
+        wait(&mut sim, 0, 2);
+        wait(&mut sim, 1, 1);
+        r += 1;
+    }
+    let after = sim.nodes[0].peer_stats()[0].pacing_rate_bps;
+    post(&mut sim, 0, p01, p10, MSG, r);
+    let paths = burst_paths(&mut sim);
+    let runs = paths.windows(2).filter(|w| w[0] != w[1]).count() + 1;
+    println!(
+        "pacing rate {measured} B/s after the transfers, {after} B/s after {r} small \
+         exchanges; then {} packets of 64 KiB left at once over {runs} path runs",
+        paths.len()
+    );
+    assert!(
+        measured > 2 * LINK_BYTES_PER_SEC,
+        "the transfers measured {measured} B/s over 4 links of {LINK_BYTES_PER_SEC}"
+    );
+    assert!(
+        after >= measured / 2,
+        "small exchanges aged the pacing rate out: {measured} -> {after} B/s"
+    );
+    let packets = MSG.div_ceil(1472 - 96);
+    assert!(
+        paths.len() >= packets && runs <= 2,
+        "after small exchanges a 64 KiB message left {} of {packets} packets at once over \
+         {runs} path runs",
+        paths.len()
+    );
+    wait(&mut sim, 1, 1);
+    wait(&mut sim, 0, 1);
+}

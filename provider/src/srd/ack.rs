@@ -13,6 +13,11 @@ use crate::time::Instant;
 use crate::wire::srd::{sack_word, AckRepr, CREDIT_UNLIMITED};
 
 /// What an acked slot held, taken out as the slot is freed.
+/// Where an ack's delivery-rate sample starts: the `delivered` mark and
+/// its time when the sampled packet left, and whether the sender was then
+/// application-limited (`Tx::app_limited`).
+type RateStart = (u64, Instant, bool);
+
 pub(super) struct Acked {
     /// Payload bytes.
     pub len: u64,
@@ -28,6 +33,8 @@ pub(super) struct Acked {
     /// `tx.delivered` and its time when the last copy left (rate sample).
     pub delivered: u64,
     pub delivered_at: Instant,
+    /// The last copy left while the sender was application-limited.
+    pub app_limited: bool,
     /// When and where the first copy went.
     pub first_sent: Instant,
     pub first_path: (u8, u64),
@@ -63,7 +70,7 @@ impl Peer {
             return;
         }
         let mut acked_bytes = 0u64;
-        let mut rate: Option<(u64, Instant)> = None;
+        let mut rate: Option<RateStart> = None;
         // The `Acked` event being gathered: (token, datagrams).
         let mut run: Option<(u64, u32)> = None;
         if (cum_d as i32) > 0 {
@@ -92,6 +99,9 @@ impl Peer {
             self.recovery.on_progress(now);
             self.tx.delivered += acked_bytes;
             self.tx.delivered_at = now;
+            if self.tx.app_limited != 0 && self.tx.delivered > self.tx.app_limited {
+                self.tx.app_limited = 0;
+            }
             self.tx.last_progress = now;
             self.tx.advance_una();
             self.feed_controller(now, ack, acked_bytes, rate, recent_lazy);
@@ -130,7 +140,7 @@ impl Peer {
         now: Instant,
         ack: &AckRepr,
         acked_bytes: u64,
-        rate: Option<(u64, Instant)>,
+        rate: Option<RateStart>,
         recent_lazy: bool,
     ) {
         let mut s = AckSample {
@@ -151,9 +161,10 @@ impl Peer {
             },
             ..AckSample::default()
         };
-        if let Some((d0, t0)) = rate {
+        if let Some((d0, t0, app_limited)) = rate {
             s.delivered_bytes = self.tx.delivered - d0;
             s.interval_ns = now.saturating_since(t0).as_nanos() as u64;
+            s.app_limited = app_limited;
         }
         if let Some((bytes, ns)) = self.bw_sample(now) {
             s.avg_bytes = bytes;
@@ -173,7 +184,7 @@ impl Peer {
         psn: u32,
         ack: &AckRepr,
         acked_bytes: &mut u64,
-        rate: &mut Option<(u64, Instant)>,
+        rate: &mut Option<RateStart>,
         run: &mut Option<(u64, u32)>,
     ) {
         let Some(a) = self.free_acked(ctx, psn) else {
@@ -252,6 +263,7 @@ impl Peer {
             token: slot.token,
             delivered: slot.delivered,
             delivered_at: slot.delivered_at,
+            app_limited: slot.app_limited,
             first_sent: slot.first_sent,
             first_path: slot.first_path,
             lazy: slot.lazy && slot.sends == 1,
@@ -270,7 +282,7 @@ impl Peer {
 
     /// Let the acked packet start this ack's delivery-rate sample if it left
     /// earliest (by delivery mark) of those acked so far.
-    fn note_rate(&self, now: Instant, a: &Acked, rate: &mut Option<(u64, Instant)>) {
+    fn note_rate(&self, now: Instant, a: &Acked, rate: &mut Option<RateStart>) {
         // A resent packet may be acked for its first copy moments after
         // the resend: its rate sample would span microseconds (165 MB/s
         // read on a 50 MB/s fabric). Such an ack (sooner than half its
@@ -283,8 +295,8 @@ impl Peer {
             p.min_rtt_ns != u64::MAX
                 && (now.saturating_since(a.sent).as_nanos() as u64) < p.min_rtt_ns / 2
         };
-        if !too_soon && rate.is_none_or(|(d, _)| a.delivered >= d) {
-            *rate = Some((a.delivered, a.delivered_at));
+        if !too_soon && rate.is_none_or(|(d, _, _)| a.delivered >= d) {
+            *rate = Some((a.delivered, a.delivered_at, a.app_limited));
         }
     }
 

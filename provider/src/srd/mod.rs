@@ -720,6 +720,7 @@ impl Srd {
         };
         self.wake_for_send(i);
         let inline = buf.is_empty();
+        self.peers[i].note_queued();
         let slot = self.peers[i].tx.push_queued(token, len, body, buf, lazy);
         if inline {
             fill(&mut slot.head[..head_len]);
@@ -758,6 +759,7 @@ impl Srd {
             use cc::Controller;
             peer.cc.window()
         };
+        peer.note_queued();
         let mut n = 0;
         loop {
             let slot = peer

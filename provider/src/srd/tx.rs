@@ -68,6 +68,9 @@ pub struct Slot {
     /// transmission is flagged LAZY and the receiver may hold the ack up
     /// to `Params::ack_lazy_ns`, which the loss timers then allow for.
     pub lazy: bool,
+    /// Sent while the sender was application-limited (`Tx::app_limited`):
+    /// its rate sample measures the application, not the path.
+    pub app_limited: bool,
     /// Peer's `delivered` bytes when this was sent (rate sampling).
     pub delivered: u64,
     /// Time of that `delivered` value.
@@ -110,6 +113,7 @@ impl Slot {
             first_path: (0, 0),
             sends: 0,
             lazy: false,
+            app_limited: false,
             delivered: 0,
             delivered_at: Instant::ZERO,
         }
@@ -141,6 +145,11 @@ pub struct Tx {
     pub delivered: u64,
     /// When `delivered` last grew.
     pub delivered_at: Instant,
+    /// Application-limited until `delivered` passes this mark (0 = not):
+    /// set when new data is queued behind nothing with room in the window,
+    /// so that the packets sent until everything then in flight is acked
+    /// give rate samples of the application's pace (see `Peer::note_queued`).
+    pub app_limited: u64,
     /// Last acked-data progress, or when the peer went from idle to busy.
     pub last_progress: Instant,
     /// Went busy in `send` (no clock there): `last_progress` is stamped at the next poll.
@@ -167,6 +176,7 @@ impl Tx {
             pkts_in_flight: 0,
             delivered: 0,
             delivered_at: Instant::ZERO,
+            app_limited: 0,
             last_progress: Instant::ZERO,
             idle_until_poll: false,
             credit: Some(unscheduled),

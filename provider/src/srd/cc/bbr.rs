@@ -255,8 +255,9 @@ impl Controller for Bbr {
             if rate >= self.bw {
                 self.bw = rate;
                 self.bw_stamp = now;
-            } else if stale {
-                // The old maximum aged out: decay towards the current rate.
+            } else if stale && !s.app_limited {
+                // The old maximum aged out: decay towards the current rate
+                // (not towards an application's pace: see `Peer::note_queued`).
                 self.bw = (self.bw * 3 / 4).max(rate);
                 self.bw_stamp = now;
             }

@@ -30,6 +30,10 @@ pub struct AckSample {
     /// stamps arrivals in the kernel, the time the packet waited in the
     /// receiving host (socket buffer, process not running, backlog).
     pub peer_delay_ns: u64,
+    /// The delivery-rate sample's packet left while the sender was
+    /// application-limited (`Tx::app_limited`): a low rate says how fast
+    /// the application sent, not what the path carries.
+    pub app_limited: bool,
 }
 
 /// A per-peer congestion controller.
