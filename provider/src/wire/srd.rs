@@ -17,6 +17,8 @@ pub const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 56;
 /// Offset of the 4-byte PSN in the header.
 pub const PSN_AT: usize = field::PSN.start;
+/// Offset of the flags byte in the header.
+pub const FLAGS_AT: usize = field::FLAGS;
 /// Bytes of the authentication tag that follows the header of a packet
 /// flagged `MAC` (outside `payload_len`; the payload starts after it).
 pub const TAG_LEN: usize = 16;
