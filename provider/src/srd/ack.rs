@@ -12,12 +12,12 @@ use crate::dgram::DgramEvent;
 use crate::time::Instant;
 use crate::wire::srd::{sack_word, AckRepr, CREDIT_UNLIMITED};
 
-/// What an acked slot held, taken out as the slot is freed.
 /// Where an ack's delivery-rate sample starts: the `delivered` mark and
 /// its time when the sampled packet left, and whether the sender was then
 /// application-limited (`Tx::app_limited`).
 type RateStart = (u64, Instant, bool);
 
+/// What an acked slot held, taken out as the slot is freed.
 pub(super) struct Acked {
     /// Payload bytes.
     pub len: u64,

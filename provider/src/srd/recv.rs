@@ -289,14 +289,17 @@ impl Peer {
 /// not apply an ack again anyway. Compared byte for byte, the second packet
 /// of every reply in a ping-pong missed the continuation (a 4 KiB message's
 /// 3 packets all took the full path: OpenMPI 5's ping-pong across 2 hosts
-/// continued 32 of 6341 packets).
+/// continued 32 of 6341 packets). Only with an ack present: a repeat flag
+/// without one is malformed (`Repr::parse` refuses it), and the shortcut
+/// must take nothing the full path would drop.
 fn continues(head: &[u8; HEADER_LEN], psn: u32, floor: u32, d: &[u8]) -> bool {
     let Some(h) = d.get(..HEADER_LEN) else {
         return false;
     };
     let f = head[FLAGS_AT];
+    let repeat = f & flags::ACK_PRESENT != 0 && h[FLAGS_AT] == f | flags::ACK_REPEAT;
     h[..FLAGS_AT] == head[..FLAGS_AT]
-        && (h[FLAGS_AT] == f || h[FLAGS_AT] == f | flags::ACK_REPEAT)
+        && (h[FLAGS_AT] == f || repeat)
         && h[FLAGS_AT + 1..PSN_AT] == head[FLAGS_AT + 1..PSN_AT]
         && h[PSN_AT..PSN_AT + 4] == psn.to_be_bytes()
         && h[PSN_AT + 4..] == head[PSN_AT + 4..]
@@ -998,5 +1001,61 @@ mod budget_tests {
             d.on_repair(ms(6), 64, 10 + k);
         }
         assert_eq!(d.packets, 64);
+    }
+}
+
+#[cfg(test)]
+mod continues_tests {
+    use super::*;
+
+    /// A DATA header with `fl` flags and PSN `psn`, the rest fixed.
+    fn header(fl: u8, psn: u32) -> [u8; HEADER_LEN] {
+        let mut h = [7u8; HEADER_LEN];
+        h[FLAGS_AT] = fl;
+        h[PSN_AT..PSN_AT + 4].copy_from_slice(&psn.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn a_repeat_of_the_same_ack_continues_and_nothing_else_does() {
+        let ack = flags::ACK_PRESENT | flags::MORE;
+        let head = header(ack, 10);
+        let floor = 10;
+        // The next PSN, same flags or the ack flagged a repeat: continues.
+        assert!(continues(&head, 11, floor, &header(ack, 11)));
+        assert!(continues(
+            &head,
+            11,
+            floor,
+            &header(ack | flags::ACK_REPEAT, 11)
+        ));
+        // Any other flag changed, or another PSN: does not.
+        assert!(!continues(
+            &head,
+            11,
+            floor,
+            &header(ack | flags::ACK_NOW, 11)
+        ));
+        assert!(!continues(
+            &head,
+            11,
+            floor,
+            &header(flags::ACK_PRESENT, 11)
+        ));
+        assert!(!continues(&head, 11, floor, &header(ack, 12)));
+        // A repeat flag with no ack present is malformed: the full path
+        // drops it, so the shortcut must not take it.
+        let bare = header(flags::MORE, 10);
+        assert!(continues(&bare, 11, floor, &header(flags::MORE, 11)));
+        assert!(!continues(
+            &bare,
+            11,
+            floor,
+            &header(flags::MORE | flags::ACK_REPEAT, 11)
+        ));
+        // A byte elsewhere in the header changed: does not.
+        let mut other = header(ack, 11);
+        other[HEADER_LEN - 1] ^= 1;
+        assert!(!continues(&head, 11, floor, &other));
     }
 }
