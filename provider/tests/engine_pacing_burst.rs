@@ -61,6 +61,16 @@ fn exchange(sim: &mut Sim<Node>, p01: PeerId, p10: PeerId, rounds: u64) {
     }
 }
 
+/// `n` transfers of 1 MiB from node 0, one after the other: each fills the
+/// window (not application-limited) and measures the links' rate.
+fn transfers(sim: &mut Sim<Node>, p01: PeerId, p10: PeerId, n: u64) {
+    for r in 0..n {
+        post(sim, 0, p01, p10, 1 << 20, r);
+        wait(sim, 1, 1);
+        wait(sim, 0, 1);
+    }
+}
+
 /// DATA packets node 0 sends at this instant, straight from the engine
 /// (byte 1 of the SRD header: its type, 1 = DATA).
 fn burst_now(sim: &mut Sim<Node>) -> usize {
@@ -108,12 +118,8 @@ fn a_burst_beyond_the_bucket_is_still_paced() {
     // lets a 256 KiB message (eager, 191 packets) go whole; pacing must not.
     let mut sim = net(0xb01c, Duration::from_millis(1));
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
-    // Transfers long enough to measure the links' rate (1 MiB each).
-    for r in 0..6 {
-        post(&mut sim, 0, p01, p10, 1 << 20, r);
-        wait(&mut sim, 1, 1);
-        wait(&mut sim, 0, 1);
-    }
+    // Transfers long enough to measure the links' rate.
+    transfers(&mut sim, p01, p10, 6);
     let pause = sim.now + Duration::from_millis(5);
     sim.run_until(pause, |_| false);
     let window = sim.nodes[0].peer_stats()[0].cwnd_bytes;
@@ -188,11 +194,7 @@ fn small_exchanges_keep_the_rate_a_transfer_measured() {
     // leaves whole on one path, one segmented send.
     let mut sim = net(0xa1b2, Duration::from_micros(20));
     let (p01, p10) = (sim.nodes[0].peer(addr(1)), sim.nodes[1].peer(addr(0)));
-    for r in 0..4 {
-        post(&mut sim, 0, p01, p10, 1 << 20, r);
-        wait(&mut sim, 1, 1);
-        wait(&mut sim, 0, 1);
-    }
+    transfers(&mut sim, p01, p10, 4);
     let measured = sim.nodes[0].peer_stats()[0].pacing_rate_bps;
     let end = sim.now + Duration::from_millis(50);
     let mut r = 10;

@@ -32,8 +32,14 @@ struct Pair {
 }
 
 fn pair(fast: bool, seed: u64) -> Pair {
-    let mk = |port: u16, nonce: u64| {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    pair_at(fast, seed, ["127.0.0.1:7600", "127.0.0.1:7700"])
+}
+
+/// `pair` with its engines at `addrs` (two hosts' addresses give each peer
+/// `Config::paths` paths; one host's, one).
+fn pair_at(fast: bool, seed: u64, addrs: [&str; 2]) -> Pair {
+    let mk = |addr: &str, nonce: u64| {
+        let addr: SocketAddr = addr.parse().unwrap();
         let mut c = Config::new(EpMode::Rdm, addr);
         c.nonce = nonce;
         c.seed = seed ^ nonce;
@@ -41,8 +47,8 @@ fn pair(fast: bool, seed: u64) -> Pair {
         c.rx_continuation = fast;
         (Engine::new(c), addr)
     };
-    let (mut a, a_addr) = mk(7600, 11);
-    let (mut b, b_addr) = mk(7700, 12);
+    let (mut a, a_addr) = mk(addrs[0], 11);
+    let (mut b, b_addr) = mk(addrs[1], 12);
     let to_b = a.peer(b_addr);
     let to_a = b.peer(a_addr);
     Pair {
@@ -468,24 +474,7 @@ fn hostile_coalesced_datagrams_deliver_nothing_wrong() {
 #[test]
 fn a_ping_pong_reply_continues_after_its_first_packet() {
     // Two hosts (not one: a peer on the same host gets one path).
-    let mk = |host: u8, nonce: u64| {
-        let addr: SocketAddr = format!("198.18.{host}.2:7800").parse().unwrap();
-        let mut c = Config::new(EpMode::Rdm, addr);
-        c.nonce = nonce;
-        c.seed = 0x4b1d ^ nonce;
-        c.max_datagram = 1472;
-        (Engine::new(c), addr)
-    };
-    let ((mut a, a_addr), (mut b, b_addr)) = (mk(1, 21), mk(2, 22));
-    let (to_b, to_a) = (a.peer(b_addr), b.peer(a_addr));
-    let mut p = Pair {
-        a,
-        b,
-        a_addr,
-        b_addr,
-        to_b,
-        to_a,
-    };
+    let mut p = pair_at(true, 0x4b1d, ["198.18.1.2:7800", "198.18.2.2:7800"]);
     let rounds = 200u64;
     let warm = 20;
     let mut t = 1_000_000u64;

@@ -48,8 +48,8 @@ pub enum Health {
 /// One path (entropy value) towards one peer.
 ///
 /// Laid out by hand (`repr(C)`, 256 bytes, four cache lines, aligned to
-/// them): what the scans over every path read (the picker, `has_room`, the median RTT,
-/// loss detection) sits in the first two lines, so that a message's path
+/// them): what the scans over every path read (the picker, `has_room`, the
+/// median RTT, loss detection) sits in the first two lines, so that a message's path
 /// choice touches one line per path, not three. Across hosts the engine
 /// runs from caches the kernel's network stack has cooled between
 /// messages (`engine_speed`'s `SPRAY_SPEED_EVICT_KB`), and with 16 paths

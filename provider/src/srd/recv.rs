@@ -577,17 +577,6 @@ impl Srd {
         if last.at != now || last.from != from || len != seg || len < HEADER_LEN {
             return 0;
         }
-        if self.recount {
-            // The first segment made its sender active again (a ping-pong's
-            // every message): the fair share it asks for, counted now
-            // rather than before the next ack leaves, lets the rest take
-            // the lean path (`deliver_next` waits for no recount), where
-            // each took the full one.
-            self.update_credit(now);
-        }
-        let Some(last) = self.rx_last.as_ref() else {
-            return 0;
-        };
         let id = last.id;
         let (mut psn, floor) = (last.h.psn, last.h.psn_floor);
         let head = last.head;
@@ -653,8 +642,8 @@ impl Srd {
     /// is left is the receive window and the counters. Taken only for a
     /// segment with MORE (a flight end's ack hold is stateful, see
     /// `reply_hold`), without RETRANSMIT or ACK_NOW, from a sender not
-    /// admitted by the scheduler (its quantum counts packets) and while no
-    /// recount of the credit is pending; `None` otherwise, and for anything
+    /// admitted by the scheduler (its quantum counts packets); `None`
+    /// otherwise, and for anything
     /// but a new packet: then the caller takes `deliver`, which handles
     /// duplicates and the rest. The same packets leave either way
     /// (`engine_rx_continuation` compares them byte for byte, and the
@@ -670,12 +659,19 @@ impl Srd {
         let lean = flags::MORE;
         if h.ty != PacketType::Data
             || h.flags & (flags::MORE | flags::RETRANSMIT | flags::ACK_NOW) != lean
-            || self.recount
             || self.sweep_wanted
             || !self.sweep_soon
             || !self.listed(id.0 as usize)
         {
             return None;
+        }
+        if self.recount {
+            // The segment before made its sender active again (a
+            // ping-pong's every message): its fair share, counted now
+            // rather than before the next ack leaves, is what this segment
+            // would find counted. Refused while pending, every segment
+            // after such a first one took the full path.
+            self.update_credit(now);
         }
         let peer = self.peers.get_mut(id.0 as usize)?;
         let held = peer
