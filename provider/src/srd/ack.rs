@@ -304,8 +304,6 @@ impl Peer {
     /// held `delay` ns by the receiver; `recent` = it is the packet the
     /// ack's delay is exact for (`AckRepr::recent`).
     fn sample_rtt(&mut self, now: Instant, recent: bool, a: &Acked, elapsed: u64, delay: u64) {
-        let fan_in = self.fan_in_limited();
-        let first_path_good = self.paths.paths[usize::from(a.first_path.0)].health == Health::Good;
         if a.sends == 1 {
             // `delay_us` is exact for `recent` only; every other packet of this
             // ack arrived earlier and waited at least as long, so the same
@@ -336,9 +334,9 @@ impl Peer {
             }
         } else if recent
             && self.srtt_ns != 0
-            && fan_in
+            && self.fan_in_limited()
             && self.recovery.rto_fired.is_none()
-            && first_path_good
+            && self.paths.paths[usize::from(a.first_path.0)].health == Health::Good
         {
             // Resent (Karn: no exact sample). Measured from the first send it
             // is an upper bound of the RTT; under fan-in use it only to raise
