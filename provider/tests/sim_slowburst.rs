@@ -19,8 +19,8 @@
 
 use core::time::Duration;
 
-use spray::sim::check::{config, payload, token_of};
-use spray::sim::{addr, LinkSpec, Sim, SrdNode};
+use spray::sim::addr;
+use spray::sim::check::{payload, slow_link_pair, token_of};
 use spray::time::Instant;
 
 const SIZE: usize = 1400;
@@ -30,22 +30,8 @@ const SIZE: usize = 1400;
 fn run(seed: u64, msgs: u64, per_msg: u64, slow: bool) -> (f64, f64, f64) {
     let paths = 16u8;
     let links = 4usize;
-    let (c0, c1) = (config(0, paths, 10), config(1, paths, 20));
-    let mut spec = LinkSpec::ideal(Duration::from_micros(20));
-    spec.bandwidth = 25_000_000;
-    spec.buffer = 262_144;
-    spec.jitter = Duration::from_micros(5);
-    let mut specs = vec![spec; links];
-    if slow {
-        specs[0].bandwidth /= 10;
-    }
-    let good: u64 = specs
-        .iter()
-        .skip(usize::from(slow))
-        .map(|s| s.bandwidth)
-        .sum();
-    let nodes = vec![SrdNode::new(&c0), SrdNode::new(&c1)];
-    let mut sim = Sim::new(seed, nodes, specs);
+    let link = (Duration::from_micros(20), 25_000_000, 262_144);
+    let (mut sim, good) = slow_link_pair(seed, paths, links, link, slow);
     let limit = Instant::from_nanos(60_000_000_000);
     let mut times = Vec::new();
     for m in 0..msgs {

@@ -5,8 +5,8 @@
 
 use core::time::Duration;
 
-use spray::sim::check::{check_pair, config, payload};
-use spray::sim::{addr, LinkSpec, Sim, SrdNode};
+use spray::sim::addr;
+use spray::sim::check::{check_pair, payload, slow_link_pair};
 use spray::time::Instant;
 
 const SIZE: usize = 1400;
@@ -15,22 +15,8 @@ const SIZE: usize = 1400;
 fn run(seed: u64, n: u64, slow: bool) -> (f64, f64, u64) {
     let paths = 8u8;
     let links = 4usize;
-    let (c0, c1) = (config(0, paths, 10), config(1, paths, 20));
-    let mut spec = LinkSpec::ideal(Duration::from_micros(30));
-    spec.bandwidth = 12_500_000;
-    spec.buffer = 65_536;
-    spec.jitter = Duration::from_micros(5);
-    let mut specs = vec![spec; links];
-    if slow {
-        specs[0].bandwidth /= 10;
-    }
-    let good: u64 = specs
-        .iter()
-        .skip(usize::from(slow))
-        .map(|s| s.bandwidth)
-        .sum();
-    let nodes = vec![SrdNode::new(&c0), SrdNode::new(&c1)];
-    let mut sim = Sim::new(seed, nodes, specs);
+    let link = (Duration::from_micros(30), 12_500_000, 65_536);
+    let (mut sim, good) = slow_link_pair(seed, paths, links, link, slow);
     for t in 0..n {
         sim.nodes[0].push(addr(1), t, payload(t, SIZE));
     }

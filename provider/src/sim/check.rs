@@ -2,10 +2,11 @@
 //! the exactly-once invariant check.
 
 use core::net::SocketAddr;
+use core::time::Duration;
 use std::collections::HashMap;
 
 use super::node::SrdNode;
-use super::{addr, Sim};
+use super::{addr, LinkSpec, Sim};
 use crate::config::{Config, EpMode};
 use crate::dgram::DgramEvent;
 
@@ -17,6 +18,36 @@ pub fn config(i: usize, paths: u8, nonce: u64) -> Config {
     c.nonce = nonce;
     c.seed = 0x5eed ^ i as u64;
     c
+}
+
+/// Hosts 0 and 1 (`paths` paths each) over `links` links of `bandwidth`
+/// bytes/s with `buffer` bytes of queue, `delay` one way (5 us of jitter),
+/// link 0 10x slower if `slow` (an ECMP fabric with one bad link, path `p`
+/// on link `p % links`); and the other links' bandwidth in all, bytes/s
+/// (the ideal's).
+pub fn slow_link_pair(
+    seed: u64,
+    paths: u8,
+    links: usize,
+    (delay, bandwidth, buffer): (Duration, u64, u64),
+    slow: bool,
+) -> (Sim<SrdNode>, u64) {
+    let (c0, c1) = (config(0, paths, 10), config(1, paths, 20));
+    let mut spec = LinkSpec::ideal(delay);
+    spec.bandwidth = bandwidth;
+    spec.buffer = buffer;
+    spec.jitter = Duration::from_micros(5);
+    let mut specs = vec![spec; links];
+    if slow {
+        specs[0].bandwidth /= 10;
+    }
+    let good = specs
+        .iter()
+        .skip(usize::from(slow))
+        .map(|s| s.bandwidth)
+        .sum();
+    let nodes = vec![SrdNode::new(&c0), SrdNode::new(&c1)];
+    (Sim::new(seed, nodes, specs), good)
 }
 
 /// A payload of `len` bytes (at least 8) that encodes `token`, so the
