@@ -394,12 +394,15 @@ pub struct PathSet {
     /// `room_path` was idle (nothing in flight): it had room whatever the
     /// rates, so the answer holds at later instants too.
     room_idle: bool,
-    /// `flowlet_goes_on`'s last yes for a good path that was not slow: at
-    /// `goes_on_at`, path `goes_on_path` (`NO_PATH`: none kept). Until an
-    /// ack or a loss changes a path (`touch`), the flowlet's later packets
-    /// of that flush get the same answer without the median and the checks
-    /// (64 instructions a packet in a 64 KiB ping-pong).
-    goes_on_at: Instant,
+    /// `flowlet_goes_on`'s last yes for a good path that was not slow
+    /// (`NO_PATH`: none kept). The answer rests on the paths' RTTs and
+    /// health alone, which change only with an ack or a loss (`touch`,
+    /// which drops it): until then the flowlet's later packets get it
+    /// without the median and the checks (64 instructions a packet in a
+    /// 64 KiB ping-pong); the median it used may predate the last ack's RTTs
+    /// by up to `MEDIAN_REUSE_NS`, as any reuse of it does. One byte, no
+    /// instant: with one, a quiet peer held 4101 bytes at 16384 peers, over
+    /// the 4 KiB target (`engine_scale`).
     goes_on_path: u8,
     /// Where `pick_control` looks first (the path after its last pick).
     ctl_cursor: u8,
@@ -490,7 +493,6 @@ impl PathSet {
             flowlet_tight: 0,
             total_cache: None,
             room_path: NO_PATH,
-            goes_on_at: Instant::ZERO,
             goes_on_path: NO_PATH,
             room_seq: 0,
             room_idle: false,
@@ -1147,7 +1149,7 @@ impl PathSet {
     /// clearly slower than most: the cap is there to keep a slow path's
     /// queue short.
     fn flowlet_goes_on(&mut self, now: Instant, i: u8) -> bool {
-        if self.goes_on_path == i && self.goes_on_at == now {
+        if self.goes_on_path == i {
             return true;
         }
         let median = self.median_srtt_at(now);
@@ -1161,7 +1163,6 @@ impl PathSet {
         // Sending more on it changes neither answer of a good path that
         // is not slow (a suspect path's usability ends with its packet).
         if room && !slow && p.health == Health::Good {
-            self.goes_on_at = now;
             self.goes_on_path = i;
         }
         p.usable() && room
