@@ -643,12 +643,12 @@ impl Srd {
     /// segment with MORE (a flight end's ack hold is stateful, see
     /// `reply_hold`), without RETRANSMIT or ACK_NOW, from a sender not
     /// admitted by the scheduler (its quantum counts packets); `None`
-    /// otherwise, and for anything
-    /// but a new packet: then the caller takes `deliver`, which handles
-    /// duplicates and the rest. The same packets leave either way
-    /// (`engine_rx_continuation` compares them byte for byte, and the
-    /// counters). Receiving a 1 MiB stream at MTU 1500 it took the engine's
-    /// input from 1261 to 1178 instructions per packet (callgrind).
+    /// otherwise, and for anything but a new packet: then the caller takes
+    /// `deliver`, which handles duplicates and the rest. The same packets
+    /// leave either way (`engine_rx_continuation` compares them byte for
+    /// byte, and the counters). Receiving a 1 MiB stream at MTU 1500 it
+    /// took the engine's input from 1261 to 1178 instructions per packet
+    /// (callgrind).
     fn deliver_next<'a>(
         &mut self,
         now: Instant,
