@@ -17,6 +17,18 @@ use crate::wire::srd::{sack_word, AckRepr, CREDIT_UNLIMITED};
 /// application-limited (`Tx::app_limited`).
 type RateStart = (u64, Instant, bool);
 
+/// What one ack has taken so far, packet by packet (`ack_one`) or by
+/// runs (`ack_run`).
+#[derive(Default)]
+struct Tally {
+    /// Payload bytes acked.
+    bytes: u64,
+    /// Where its delivery-rate sample starts (see `note_rate`).
+    rate: Option<RateStart>,
+    /// The `Acked` event being gathered: (token, datagrams).
+    run: Option<(u64, u32)>,
+}
+
 /// What an acked slot held, taken out as the slot is freed.
 pub(super) struct Acked {
     /// Payload bytes.
@@ -81,18 +93,15 @@ impl Peer {
             ctx.stats.rx_bad_ack += 1;
             return;
         }
-        let mut acked_bytes = 0u64;
-        let mut rate: Option<RateStart> = None;
-        // The `Acked` event being gathered: (token, datagrams).
-        let mut run: Option<(u64, u32)> = None;
+        let mut t = Tally::default();
         if (cum_d as i32) > 0 {
             let mut psn = self.tx.una;
             while psn != ack.cum {
                 let n = self.run_len(psn, ack);
                 if n > 1 {
-                    self.ack_run(ctx, now, psn, n, ack, &mut acked_bytes, &mut rate, &mut run);
+                    self.ack_run(ctx, now, psn, n, ack, &mut t);
                 } else {
-                    self.ack_one(ctx, now, psn, ack, &mut acked_bytes, &mut rate, &mut run);
+                    self.ack_one(ctx, now, psn, ack, &mut t);
                 }
                 psn = psn.wrapping_add(n.max(1));
             }
@@ -106,12 +115,13 @@ impl Peer {
                 bits &= bits - 1;
                 let psn = base.wrapping_add(i);
                 if self.tx.is_sent(psn) {
-                    self.ack_one(ctx, now, psn, ack, &mut acked_bytes, &mut rate, &mut run);
+                    self.ack_one(ctx, now, psn, ack, &mut t);
                 }
             }
         }
-        self.report_acked(ctx, run);
+        self.report_acked(ctx, t.run);
         self.note_credit(now, ack);
+        let acked_bytes = t.bytes;
         if acked_bytes > 0 {
             self.recovery.on_progress(now);
             self.tx.delivered += acked_bytes;
@@ -121,7 +131,7 @@ impl Peer {
             }
             self.tx.last_progress = now;
             self.tx.advance_una();
-            self.feed_controller(now, ack, acked_bytes, rate, recent_lazy);
+            self.feed_controller(now, ack, acked_bytes, t.rate, recent_lazy);
         }
         self.settle_stall_probe(ctx, now, acked_bytes > 0);
         self.check_tail_ask(ctx, now);
@@ -193,22 +203,12 @@ impl Peer {
 
     /// One PSN acked (cumulatively or selectively): free its slot, report
     /// it, and learn what its round trip says of its path and the peer.
-    #[allow(clippy::too_many_arguments)]
-    fn ack_one(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        now: Instant,
-        psn: u32,
-        ack: &AckRepr,
-        acked_bytes: &mut u64,
-        rate: &mut Option<RateStart>,
-        run: &mut Option<(u64, u32)>,
-    ) {
+    fn ack_one(&mut self, ctx: &mut Ctx<'_>, now: Instant, psn: u32, ack: &AckRepr, t: &mut Tally) {
         let Some(a) = self.free_acked(ctx, psn) else {
             return;
         };
-        *acked_bytes += a.len;
-        self.note_rate(now, &a, rate);
+        t.bytes += a.len;
+        self.note_rate(now, &a, &mut t.rate);
         if a.sent > self.recovery.largest_acked_sent {
             self.recovery.largest_acked_sent = a.sent;
         }
@@ -242,10 +242,10 @@ impl Peer {
         // segments) make one event: in a ping-pong of 64 KiB messages the
         // reply's ack covers 48 of them, and each event cost a push, a pop
         // and a lookup in the layer above before the reply's data was read.
-        match run {
+        match &mut t.run {
             Some((token, n)) if *token == a.token && *n < u32::MAX => *n += 1,
             _ => {
-                let prev = run.replace((a.token, 1));
+                let prev = t.run.replace((a.token, 1));
                 self.report_acked(ctx, prev);
             }
         }
@@ -299,7 +299,6 @@ impl Peer {
     /// each (`engine_speed`), a third of the receiving host's work.
     // Not inlined: in `on_ack` it made every ack dearer (an 8-byte
     // ping-pong's ack of one packet by 36 instructions, `engine_speed`).
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn ack_run(
         &mut self,
@@ -308,9 +307,7 @@ impl Peer {
         psn: u32,
         n: u32,
         ack: &AckRepr,
-        acked_bytes: &mut u64,
-        rate: &mut Option<RateStart>,
-        run: &mut Option<(u64, u32)>,
+        t: &mut Tally,
     ) {
         let first = self.tx.slot(psn);
         let (path, pseq, sent, token, lazy) =
@@ -318,8 +315,8 @@ impl Peer {
         let last = self.tx.slot(psn.wrapping_add(n - 1));
         let (delivered, delivered_at, app_limited) =
             (last.delivered, last.delivered_at, last.app_limited);
-        if rate.is_none_or(|(d, _, _)| delivered >= d) {
-            *rate = Some((delivered, delivered_at, app_limited));
+        if t.rate.is_none_or(|(d, _, _)| delivered >= d) {
+            t.rate = Some((delivered, delivered_at, app_limited));
         }
         if sent > self.recovery.largest_acked_sent {
             self.recovery.largest_acked_sent = sent;
@@ -355,14 +352,14 @@ impl Peer {
         }
         self.tx.bytes_in_flight -= bytes;
         self.tx.pkts_in_flight -= n;
-        *acked_bytes += bytes;
+        t.bytes += bytes;
         ctx.stats.acked += u64::from(n);
         #[cfg(test)]
         tests::TAKEN.with(|t| t.set(t.get() + u64::from(n)));
-        match run {
-            Some((t, c)) if *t == token && c.checked_add(n).is_some() => *c += n,
+        match &mut t.run {
+            Some((k, c)) if *k == token && c.checked_add(n).is_some() => *c += n,
             _ => {
-                let prev = run.replace((token, n));
+                let prev = t.run.replace((token, n));
                 self.report_acked(ctx, prev);
             }
         }
@@ -578,7 +575,10 @@ mod tests {
                 assert_eq!(TAKEN.with(|t| t.get()), taken, "runs off took some");
                 // Most packets of these flushes are acked in runs.
                 // Runs were taken (147-314 of ~2000 packets in these).
-                assert!(taken >= 100, "seed {seed}, {name}: {taken} packets acked in runs");
+                assert!(
+                    taken >= 100,
+                    "seed {seed}, {name}: {taken} packets acked in runs"
+                );
                 assert!(
                     with == without,
                     "seed {seed}, {name}: runs change the outcome\nwith:\n{with}\nwithout:\n{without}"
