@@ -626,3 +626,91 @@ fn malformed_in_session_packets_change_nothing() {
         );
     }
 }
+
+/// A copy of a's HELLO with another nonce, answered before a's own (a
+/// mutation `fuzz_engine` found at case seed 225718205733238): b's CHALLENGE
+/// carries the cookie for that nonce and echoes a's echo value, so a takes
+/// it; a's packets then carry a token b never gave a's real nonce. b, whose
+/// own handshake has given it a session with a's real nonce, dropped them
+/// without a word, and a's sends failed as unreachable 5 s later while both
+/// processes lived. Now such a packet gets a RESET echoing its token, which
+/// a accepts (it is its token) and checks the session with a new HELLO:
+/// within a few round trips everything is delivered, nothing fails.
+#[test]
+fn a_token_for_another_nonce_is_refused_and_learned_again() {
+    let a_addr: SocketAddr = "198.18.0.1:7000".parse().unwrap();
+    let b_addr: SocketAddr = "198.18.0.2:7000".parse().unwrap();
+    let mk = |at: SocketAddr, nonce: u64| {
+        let mut c = spray::Config::new(spray::EpMode::Dgram, at);
+        c.nonce = nonce;
+        c.secret = nonce.to_le_bytes().repeat(2).try_into().unwrap();
+        Srd::new(&c)
+    };
+    let (na, nb) = (0x0a0a_0001u64, 0x0b0b_0002u64);
+    let mut a = mk(a_addr, na);
+    let mut b = mk(b_addr, nb);
+    let pb = a.peer(b_addr);
+    let pa = b.peer(a_addr);
+    for token in 0..4u64 {
+        a.send(pb, token, 100, &mut |x| {
+            x.copy_from_slice(&payload(token, 100))
+        })
+        .unwrap();
+        b.send(pa, 100 + token, 100, &mut |x| {
+            x.copy_from_slice(&payload(100 + token, 100))
+        })
+        .unwrap();
+    }
+    let mut t = 1_000_000u64;
+    let now = Instant::from_nanos(t);
+    // a's HELLO, held back; b completes its own handshake first.
+    let mut hello_a = Vec::new();
+    carry(
+        &mut a,
+        a_addr,
+        &mut b,
+        now,
+        &mut Vec::new(),
+        Some(&mut hello_a),
+    );
+    assert_eq!(hello_a.len(), 1, "a's HELLO");
+    let mut at_a = Vec::new();
+    let mut at_b = Vec::new();
+    carry(&mut b, b_addr, &mut a, now, &mut at_a, None); // b's HELLO -> a
+    carry(&mut a, a_addr, &mut b, now, &mut at_b, None); // a's CHALLENGE -> b
+                                                         // The copy: a's HELLO with its nonce changed, from a's address.
+    let mut copy = hello_a[0].clone();
+    let mut h = Repr::parse(&Packet::new_checked(&copy[..]).unwrap()).unwrap();
+    assert_eq!((h.ty, h.src_nonce), (PacketType::Hello, na));
+    h.src_nonce = na + 1;
+    h.emit(&mut copy).unwrap();
+    assert!(b.handle_datagram(now, a_addr, &copy).is_none());
+    // b's CHALLENGE for the copy reaches a (the real HELLO is lost).
+    let before = b.stats().rx_bad_token;
+    for _ in 0..40 {
+        t += 20_000;
+        let now = Instant::from_nanos(t);
+        carry(&mut b, b_addr, &mut a, now, &mut at_a, None);
+        carry(&mut a, a_addr, &mut b, now, &mut at_b, None);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+    }
+    assert!(
+        b.stats().rx_bad_token > before,
+        "a used the copy's token: {:?}",
+        b.stats()
+    );
+    assert!(a.stats().rx_resets > 0, "a heard no RESET: {:?}", a.stats());
+    at_a.sort_unstable();
+    at_b.sort_unstable();
+    assert_eq!(at_b, vec![0, 1, 2, 3], "delivered at b");
+    assert_eq!(at_a, vec![100, 101, 102, 103], "delivered at a");
+    for (name, s) in [("a", &mut a), ("b", &mut b)] {
+        let ev = events(s);
+        assert!(
+            ev.iter().all(|e| !matches!(e, DgramEvent::Failed { .. })),
+            "{name}: {ev:?}"
+        );
+        assert_eq!(s.stats().unreachable, 0, "{name}");
+    }
+}

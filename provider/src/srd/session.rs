@@ -359,6 +359,28 @@ impl Srd {
         self.activate(i);
     }
 
+    /// Answer `h` from `addr`, whose token we refuse, with a RESET echoing
+    /// that token, at the stateless replies' bounded rate; nothing for a
+    /// packet without a token.
+    fn refuse_token(&mut self, now: Instant, addr: SocketAddr, h: &Repr) {
+        if h.dst_token == 0 {
+            return;
+        }
+        let mut r = bare(
+            PacketType::Reset,
+            self.p.port,
+            self.sess.nonce,
+            h.dst_token,
+            0,
+        );
+        r.path = h.path;
+        if self.sess.reply(now, addr, &r, None) {
+            self.stats.tx_resets += 1;
+        } else {
+            self.stats.stateless_dropped += 1;
+        }
+    }
+
     /// A RESET from `addr`: if it echoes our token, the peer holds no
     /// session for it (it restarted, or lost us): check with a handshake.
     /// Never a teardown: a forged RESET costs one HELLO at most.
@@ -411,7 +433,18 @@ impl Srd {
                     }
                     return ok.then_some(id);
                 }
+                // The live session's nonce with another token: a forgery, or
+                // a sender that took a token we never gave it for this nonce
+                // (a CHALLENGE answering a copy of its HELLO with another
+                // nonce, `sim::forge`'s mutations: it then sent nothing we
+                // would take until its peer was declared unreachable). Tell
+                // it, as step 2 does: its RESET check re-learns our cookie,
+                // and a forger's claimed owner drops the RESET. ACKs too: a
+                // peer that only acknowledges would starve our sends.
                 self.stats.rx_bad_token += 1;
+                if matches!(h.ty, PacketType::Data | PacketType::Probe | PacketType::Ack) {
+                    self.refuse_token(now, addr, h);
+                }
                 return None;
             }
         }
@@ -448,21 +481,9 @@ impl Srd {
             }
             // A sender that believes in a session we do not hold (we
             // restarted, or it did): tell it, at a bounded rate. Never for
-            // ACKs (nothing to repair) nor a packet without a token.
-            if h.dst_token != 0 && matches!(h.ty, PacketType::Data | PacketType::Probe) {
-                let mut r = bare(
-                    PacketType::Reset,
-                    self.p.port,
-                    self.sess.nonce,
-                    h.dst_token,
-                    0,
-                );
-                r.path = h.path;
-                if self.sess.reply(now, addr, &r, None) {
-                    self.stats.tx_resets += 1;
-                } else {
-                    self.stats.stateless_dropped += 1;
-                }
+            // ACKs (nothing to repair).
+            if matches!(h.ty, PacketType::Data | PacketType::Probe) {
+                self.refuse_token(now, addr, h);
             }
             return None;
         }
