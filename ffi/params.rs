@@ -36,7 +36,7 @@ const PARAMS: &[(&str, Kind, &str)] = &[
     ("ack_every", Kind::Int, "Acknowledge at once after this many data packets (default 16)"),
     ("min_rto_us", Kind::Int, "Lower bound of the retransmission timer, us (default 2000)"),
     ("max_host_delay_us", Kind::Int, "Most time a receiving host may hold packets (process not scheduled) that the congestion window covers on top of the network RTT, us (default 4000)"),
-    ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000)"),
+    ("max_rto_ms", Kind::Int, "Upper bound of the retransmission timer, ms (default 1000; the timer also stays within unreachable_timeout_ms / 16, so that a peer is asked at least 16 times before it is declared unreachable)"),
     ("initial_window", Kind::Int, "Initial congestion window, packets (default 64)"),
     ("rx_credit_packets", Kind::Int, "Receiver credit budget shared by the senders of an incast, packets beyond their cumulative acks (default 64); size it to the switch buffer in front of the receiver"),
     ("rx_credit_room", Kind::Int, "Until overflow cuts it (retransmissions, 8 or more in 4 ms and an eighth of the packets arriving), the receiver credit budget grows (an eighth per 10 ms) up to this many times FI_SPRAY_RX_CREDIT_PACKETS while two or more senders wait for credit; the first cut takes it back (default 4; 1 = never above)"),

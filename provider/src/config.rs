@@ -133,7 +133,8 @@ pub struct Config {
     pub rx_continuation: bool,
     /// Lower bound of the retransmission timer.
     pub min_rto: Duration,
-    /// Upper bound of the retransmission timer after backoff.
+    /// Upper bound of the retransmission timer after backoff (the SRD
+    /// also keeps it within `unreachable_timeout` / 16).
     pub max_rto: Duration,
     /// Initial congestion window, in packets.
     pub initial_window: u32,
