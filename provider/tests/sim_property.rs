@@ -152,25 +152,27 @@ fn run_seeds(first: u64, count: u64) {
     );
 }
 
-// 1000 seeds in four tests so they run in parallel.
+// 20 000 seeds in four tests so they run in parallel (about 2 s each in
+// release). The first 1 000 missed the heavy-loss seeds below, the first
+// of which is seed 11 569.
 #[test]
-fn exactly_once_seeds_0000() {
-    run_seeds(0, 250);
+fn exactly_once_seeds_00000() {
+    run_seeds(0, 5000);
 }
 #[test]
-fn exactly_once_seeds_0250() {
-    run_seeds(250, 250);
+fn exactly_once_seeds_05000() {
+    run_seeds(5000, 5000);
 }
 #[test]
-fn exactly_once_seeds_0500() {
-    run_seeds(500, 250);
+fn exactly_once_seeds_10000() {
+    run_seeds(10_000, 5000);
 }
 #[test]
-fn exactly_once_seeds_0750() {
-    run_seeds(750, 250);
+fn exactly_once_seeds_15000() {
+    run_seeds(15_000, 5000);
 }
 
-/// Seeds beyond the thousand above (found running seeds 0..400 000) where a
+/// Seeds beyond those above (found running seeds 0..400 000) where a
 /// live peer was declared unreachable: 11.5-20 % loss on each of 1-8
 /// paths, some with corrupted packets. The retransmission timer backed off
 /// to its 1 s maximum and the sender, whose stall probes or resends had
