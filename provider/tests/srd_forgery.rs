@@ -16,7 +16,7 @@ use spray::time::Instant;
 use spray::wire::srd::{
     AckRepr, HandshakeRepr, Packet, PacketType, Repr, HANDSHAKE_LEN, HEADER_LEN,
 };
-use spray::Datagrams;
+use spray::{Datagrams, EpMode};
 
 /// A packet of type `ty` from main port `port`, as an attacker builds it.
 fn forge(ty: PacketType, port: u16, nonce: u64, token: u64, psn: u32, body: &[u8]) -> Vec<u8> {
@@ -281,6 +281,19 @@ fn forged_first_packets_create_no_state() {
     assert_eq!(srd.poll_timeout(), None);
 }
 
+/// The two hosts of the handshake tests below.
+const A_ADDR: &str = "198.18.0.1:7000";
+const B_ADDR: &str = "198.18.0.2:7000";
+
+/// An SRD endpoint at `at` with incarnation `nonce`, a secret of its own,
+/// in `mode`.
+fn srd_at(at: SocketAddr, nonce: u64, mode: EpMode) -> Srd {
+    let mut c = spray::Config::new(mode, at);
+    c.nonce = nonce;
+    c.secret = nonce.to_le_bytes().repeat(2).try_into().unwrap();
+    Srd::new(&c)
+}
+
 /// Move every packet `from` has to `to` (or into `capture`), at `now`.
 fn carry(
     from: &mut Srd,
@@ -314,17 +327,10 @@ fn events(s: &mut Srd) -> Vec<DgramEvent> {
 /// and counted, never delivered, and never undo the restart.
 #[test]
 fn restart_within_a_millisecond_on_the_same_address() {
-    let a_addr: SocketAddr = "198.18.0.1:7000".parse().unwrap();
-    let b_addr: SocketAddr = "198.18.0.2:7000".parse().unwrap();
-    let mk = |at: SocketAddr, nonce: u64| {
-        let mut c = spray::Config::new(spray::EpMode::Dgram, at);
-        c.nonce = nonce;
-        c.secret = nonce.to_le_bytes().repeat(2).try_into().unwrap();
-        Srd::new(&c)
-    };
+    let (a_addr, b_addr) = (A_ADDR.parse().unwrap(), B_ADDR.parse().unwrap());
     let mut rng = Rng::new(3);
-    let mut a = mk(a_addr, rng.next_u64());
-    let mut b = mk(b_addr, rng.next_u64());
+    let mut a = srd_at(a_addr, rng.next_u64(), EpMode::Dgram);
+    let mut b = srd_at(b_addr, rng.next_u64(), EpMode::Dgram);
     let pb = a.peer(b_addr);
     let mut at_a = Vec::new();
     let mut at_b = Vec::new();
@@ -381,7 +387,7 @@ fn restart_within_a_millisecond_on_the_same_address() {
         // Restart on the same address within 1 ms, new nonce (as the FFI
         // draws it); half the time the new one speaks first.
         t += rng.below(1_000_000);
-        b = mk(b_addr, rng.next_u64());
+        b = srd_at(b_addr, rng.next_u64(), EpMode::Dgram);
         let pa = b.peer(a_addr);
         // Half the time the new incarnation speaks first (it opens a
         // handshake), half the time a does (to the old session: the new
@@ -490,16 +496,9 @@ fn restart_within_a_millisecond_on_the_same_address() {
 /// layer above waited for them for ever: the 10^6 network fuzzer's stall.)
 #[test]
 fn malformed_in_session_packets_change_nothing() {
-    let a_addr: SocketAddr = "198.18.0.1:7000".parse().unwrap();
-    let b_addr: SocketAddr = "198.18.0.2:7000".parse().unwrap();
-    let mk = |at: SocketAddr, nonce: u64| {
-        let mut c = spray::Config::new(spray::EpMode::Rdm, at);
-        c.nonce = nonce;
-        c.secret = nonce.to_le_bytes().repeat(2).try_into().unwrap();
-        Srd::new(&c)
-    };
-    let mut a = mk(a_addr, 0x1111);
-    let mut b = mk(b_addr, 0x2222);
+    let (a_addr, b_addr) = (A_ADDR.parse().unwrap(), B_ADDR.parse().unwrap());
+    let mut a = srd_at(a_addr, 0x1111, EpMode::Rdm);
+    let mut b = srd_at(b_addr, 0x2222, EpMode::Rdm);
     let pb = a.peer(b_addr);
     let pa = b.peer(a_addr);
     let (mut at_a, mut at_b) = (Vec::new(), Vec::new());
@@ -638,17 +637,10 @@ fn malformed_in_session_packets_change_nothing() {
 /// within a few round trips everything is delivered, nothing fails.
 #[test]
 fn a_token_for_another_nonce_is_refused_and_learned_again() {
-    let a_addr: SocketAddr = "198.18.0.1:7000".parse().unwrap();
-    let b_addr: SocketAddr = "198.18.0.2:7000".parse().unwrap();
-    let mk = |at: SocketAddr, nonce: u64| {
-        let mut c = spray::Config::new(spray::EpMode::Dgram, at);
-        c.nonce = nonce;
-        c.secret = nonce.to_le_bytes().repeat(2).try_into().unwrap();
-        Srd::new(&c)
-    };
+    let (a_addr, b_addr) = (A_ADDR.parse().unwrap(), B_ADDR.parse().unwrap());
     let (na, nb) = (0x0a0a_0001u64, 0x0b0b_0002u64);
-    let mut a = mk(a_addr, na);
-    let mut b = mk(b_addr, nb);
+    let mut a = srd_at(a_addr, na, EpMode::Dgram);
+    let mut b = srd_at(b_addr, nb, EpMode::Dgram);
     let pb = a.peer(b_addr);
     let pa = b.peer(a_addr);
     for token in 0..4u64 {
@@ -676,9 +668,10 @@ fn a_token_for_another_nonce_is_refused_and_learned_again() {
     assert_eq!(hello_a.len(), 1, "a's HELLO");
     let mut at_a = Vec::new();
     let mut at_b = Vec::new();
-    carry(&mut b, b_addr, &mut a, now, &mut at_a, None); // b's HELLO -> a
-    carry(&mut a, a_addr, &mut b, now, &mut at_b, None); // a's CHALLENGE -> b
-                                                         // The copy: a's HELLO with its nonce changed, from a's address.
+    // b's HELLO to a, a's CHALLENGE back: b's session has a's real nonce.
+    carry(&mut b, b_addr, &mut a, now, &mut at_a, None);
+    carry(&mut a, a_addr, &mut b, now, &mut at_b, None);
+    // The copy: a's HELLO with its nonce changed, from a's address.
     let mut copy = hello_a[0].clone();
     let mut h = Repr::parse(&Packet::new_checked(&copy[..]).unwrap()).unwrap();
     assert_eq!((h.ty, h.src_nonce), (PacketType::Hello, na));
